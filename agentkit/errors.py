@@ -1,0 +1,132 @@
+"""agentkit's exceptions, one tree with a single root.
+
+Two kinds of failure matter to an agent and are kept apart:
+
+* a **tool error** is something the *model* did wrong or a tool that failed: it never stops
+  a run. The runtime turns it into a ``tool_result`` block with ``is_error=True`` whose text
+  tells the model what to fix, and the run goes on.
+* a **run error** stops a run: the engine failed, the script ran out, the turn limit was hit.
+  Where a transcript existed, the error carries it, so nothing produced so far is lost.
+
+::
+
+    AgentkitError
+    ├── ConfigurationError          bad setup: unknown profile or parser, invalid tool definition
+    ├── ToolError                   model-visible; becomes an error tool_result
+    │   ├── MalformedToolCallError  the call's text could not be parsed (raw text kept)
+    │   ├── UnknownToolError        the model named a tool that is not registered
+    │   ├── ToolArgumentsError      the arguments fail the tool's JSON schema
+    │   ├── ToolTimeoutError        the tool ran past its timeout
+    │   └── ToolExecutionError      the tool raised; the original exception is ``__cause__``
+    └── RunError                    stops a run; carries the transcript so far
+        ├── EngineError             the engine failed to produce output
+        │   └── ScriptExhaustedError  a ScriptedEngine received more requests than outputs
+        └── MaxTurnsExceeded        the model was still calling tools after ``max_turns`` turns
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agentkit.transcript import Transcript
+
+__all__ = [
+    "AgentkitError",
+    "ConfigurationError",
+    "EngineError",
+    "MalformedToolCallError",
+    "MaxTurnsExceeded",
+    "RunError",
+    "ScriptExhaustedError",
+    "ToolArgumentsError",
+    "ToolError",
+    "ToolExecutionError",
+    "ToolTimeoutError",
+    "UnknownToolError",
+]
+
+
+class AgentkitError(Exception):
+    """Root of every error agentkit raises."""
+
+
+class ConfigurationError(AgentkitError):
+    """The library was set up wrongly: an unknown profile or parser, an invalid tool."""
+
+
+class ToolError(AgentkitError):
+    """A failure the model should see and can recover from.
+
+    Never raised out of a run: the dispatcher turns it into an error ``tool_result``.
+    """
+
+    def __init__(self, message: str, *, call_id: str, tool_name: str) -> None:
+        super().__init__(message)
+        self.call_id = call_id
+        self.tool_name = tool_name
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0])
+
+
+class MalformedToolCallError(ToolError):
+    """The model's tool call could not be parsed (invalid JSON, truncated at end of stream)."""
+
+    def __init__(self, message: str, *, call_id: str, tool_name: str, raw: str) -> None:
+        super().__init__(message, call_id=call_id, tool_name=tool_name)
+        self.raw = raw
+
+
+class UnknownToolError(ToolError):
+    """The model called a tool name that is not registered with the agent."""
+
+
+class ToolArgumentsError(ToolError):
+    """The call's arguments do not satisfy the tool's JSON schema."""
+
+
+class ToolTimeoutError(ToolError):
+    """The tool did not finish within its timeout and was cancelled."""
+
+
+class ToolExecutionError(ToolError):
+    """The tool raised an exception; the original exception is chained as ``__cause__``."""
+
+
+class RunError(AgentkitError):
+    """A failure that stops the run. ``transcript`` holds everything produced before it."""
+
+    def __init__(self, message: str, *, transcript: Transcript | None = None) -> None:
+        super().__init__(message)
+        self.transcript = transcript
+
+
+class EngineError(RunError):
+    """The engine could not produce output for a request."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        request_id: str | None = None,
+        transcript: Transcript | None = None,
+    ) -> None:
+        super().__init__(message, transcript=transcript)
+        self.request_id = request_id
+
+
+class ScriptExhaustedError(EngineError):
+    """A :class:`~agentkit.engine.ScriptedEngine` was asked for more outputs than it holds."""
+
+
+class MaxTurnsExceeded(RunError):
+    """The model was still calling tools when the agent's ``max_turns`` was reached."""
+
+    def __init__(self, max_turns: int, *, transcript: Transcript | None = None) -> None:
+        super().__init__(
+            f"the model was still calling tools after max_turns={max_turns} turns",
+            transcript=transcript,
+        )
+        self.max_turns = max_turns

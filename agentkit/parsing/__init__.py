@@ -1,0 +1,1 @@
+"""Incremental parsers for each model family's reasoning and tool-call formats."""

@@ -1,0 +1,1 @@
+"""Tools: definitions from typed functions, and the dispatcher that runs them."""
