@@ -1,1 +1,19 @@
 """Tools: definitions from typed functions, and the dispatcher that runs them."""
+
+from agentkit.tools._dispatch import Dispatcher as Dispatcher
+from agentkit.tools._dispatch import DispatchTurn as DispatchTurn
+from agentkit.tools._dispatch import ResultCallback as ResultCallback
+from agentkit.tools._registry import ToolRegistry as ToolRegistry
+from agentkit.tools._tool import Tool as Tool
+from agentkit.tools._tool import ToolHandler as ToolHandler
+from agentkit.tools._tool import tool as tool
+
+__all__ = [
+    "DispatchTurn",
+    "Dispatcher",
+    "ResultCallback",
+    "Tool",
+    "ToolHandler",
+    "ToolRegistry",
+    "tool",
+]

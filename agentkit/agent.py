@@ -1,0 +1,324 @@
+"""The agent loop: render → generate → parse → dispatch → append → repeat.
+
+Each tool starts the moment its call's closing delimiter is parsed, while the model is still
+generating the rest of the turn; results are appended in call order once the turn's tools
+have all finished, and the next turn begins.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from contextlib import aclosing
+from types import TracebackType
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentkit._logging import get_logger
+from agentkit.engine import Engine, GenerationRequest, Usage
+from agentkit.errors import AgentkitError, EngineError, MaxTurnsExceeded, RunError
+from agentkit.events import (
+    AgentEvent,
+    ParseEvent,
+    RunComplete,
+    ToolCallComplete,
+    TurnComplete,
+    TurnUsage,
+)
+from agentkit.profiles import Profile, get_profile
+from agentkit.tools import Dispatcher, Tool, ToolRegistry
+from agentkit.transcript import Message, TextBlock, Transcript
+
+__all__ = ["Agent", "AgentStream", "RunResult", "RunUsage"]
+
+_log = get_logger("agentkit.agent")
+
+
+class RunUsage(BaseModel):
+    """Token accounting for a whole run, turn by turn."""
+
+    model_config = ConfigDict(frozen=True)
+
+    turns: list[TurnUsage] = Field(default_factory=list)
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(t.prompt_tokens for t in self.turns)
+
+    @property
+    def cached_prompt_tokens(self) -> int:
+        return sum(t.cached_prompt_tokens for t in self.turns)
+
+    @property
+    def output_tokens(self) -> int:
+        return sum(t.output_tokens for t in self.turns)
+
+
+class RunResult(BaseModel):
+    """What a finished run produced."""
+
+    transcript: Transcript
+    output_text: str
+    usage: RunUsage
+    run_id: str
+
+
+class Agent:
+    """An agent: a model (engine + profile), tools, and the loop that connects them.
+
+    Args:
+        engine: where model output comes from; one engine can serve many agents at once.
+        tools: tools (``@agentkit.tool`` functions, :class:`~agentkit.tools.Tool` objects or
+            plain functions) the model may call.
+        profile: the model family's profile (name, alias or object): parsers and prompt
+            template.
+        system: system prompt used when a run starts from a plain string.
+        max_turns: model requests per run; a run still calling tools after this many turns
+            raises :class:`~agentkit.errors.MaxTurnsExceeded` (carrying the transcript).
+        max_tokens: output token limit per turn.
+        tool_timeout: seconds a tool may run (a tool's own ``timeout`` wins).
+        max_concurrency: how many tools may run at once (``None``: no limit).
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        tools: Iterable[Tool | Callable[..., Any]] = (),
+        profile: str | Profile = "qwen3",
+        system: str | None = None,
+        max_turns: int = 10,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        tool_timeout: float | None = 60.0,
+        max_concurrency: int | None = None,
+    ) -> None:
+        if max_turns < 1:
+            raise ValueError("max_turns must be at least 1")
+        self.engine = engine
+        self.profile = get_profile(profile)
+        self.registry = ToolRegistry(tools)
+        self.system = system
+        self.max_turns = max_turns
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.dispatcher = Dispatcher(
+            self.registry, timeout=tool_timeout, max_concurrency=max_concurrency
+        )
+
+    def stream(self, prompt: str | Transcript) -> AgentStream:
+        """Run the agent, yielding typed events as they happen.
+
+        Use it as ``async with agent.stream(p) as events: async for event in events: ...``;
+        plain ``async for event in agent.stream(p)`` works too when the loop runs to the end.
+        Leaving the ``async with`` block early stops the run: the model request is aborted
+        and running tools are cancelled.
+        """
+        return AgentStream(self, self._start_transcript(prompt))
+
+    async def run(self, prompt: str | Transcript) -> RunResult:
+        """Run the agent to completion and return its result."""
+        async with self.stream(prompt) as events:
+            async for _ in events:
+                pass
+        return events.result
+
+    def _start_transcript(self, prompt: str | Transcript) -> Transcript:
+        if isinstance(prompt, str):
+            return Transcript.from_prompt(prompt, system=self.system)
+        transcript = prompt.model_copy(deep=True)
+        if self.system is not None and not (
+            transcript.messages and transcript.messages[0].role == "system"
+        ):
+            transcript.messages.insert(
+                0, Message(role="system", content=[TextBlock(text=self.system)])
+            )
+        return transcript
+
+
+class AgentStream:
+    """One run of an agent, as a stream of events. See :meth:`Agent.stream`."""
+
+    def __init__(self, agent: Agent, transcript: Transcript) -> None:
+        self._agent = agent
+        self.transcript = transcript
+        self.run_id = f"run_{uuid.uuid4().hex[:16]}"
+        self._usage: list[TurnUsage] = []
+        self._result: RunResult | None = None
+        self._error: AgentkitError | None = None
+        self._task_group: TaskGroup | None = None
+        self._receive: MemoryObjectReceiveStream[AgentEvent] | None = None
+        self._done = False
+
+    @property
+    def result(self) -> RunResult:
+        """The run's result, once the stream has been consumed to its end."""
+        if self._error is not None:
+            raise self._error
+        if self._result is None:
+            raise RuntimeError("the run has not finished: consume the stream first")
+        return self._result
+
+    async def __aenter__(self) -> AgentStream:
+        send, receive = anyio.create_memory_object_stream[AgentEvent](math.inf)
+        self._receive = receive
+        self._task_group = anyio.create_task_group()
+        await self._task_group.__aenter__()
+        self._task_group.start_soon(self._produce, send)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        assert self._task_group is not None and self._receive is not None
+        if not self._done:
+            self._task_group.cancel_scope.cancel()
+        try:
+            if isinstance(exc, Exception):
+                # An ordinary exception from the body (the run's own error re-raised by the
+                # event iterator, or the caller's): stop the run, then let the exception
+                # propagate as itself rather than wrapped in the task group's ExceptionGroup.
+                self._task_group.cancel_scope.cancel()
+                await self._task_group.__aexit__(None, None, None)
+                return None
+            return await self._task_group.__aexit__(exc_type, exc, tb)
+        finally:
+            self._receive.close()
+
+    def __aiter__(self) -> AsyncIterator[AgentEvent]:
+        if self._task_group is None:
+            return self._owned_iteration()
+        return self._events()
+
+    async def _owned_iteration(self) -> AsyncIterator[AgentEvent]:
+        async with self:
+            async for event in self._events():
+                yield event
+
+    async def _events(self) -> AsyncIterator[AgentEvent]:
+        assert self._receive is not None
+        async for event in self._receive:
+            yield event
+        self._done = True
+        if self._error is not None:
+            raise self._error
+
+    async def _produce(self, send: MemoryObjectSendStream[AgentEvent]) -> None:
+        async with send:
+            try:
+                self._result = await self._loop(send)
+            except AgentkitError as error:
+                if isinstance(error, RunError) and error.transcript is None:
+                    error.transcript = self.transcript
+                self._error = error
+
+    async def _loop(self, send: MemoryObjectSendStream[AgentEvent]) -> RunResult:
+        agent = self._agent
+        specs = agent.registry.specs()
+        schemas = agent.registry.schemas()
+        for turn in range(1, agent.max_turns + 1):
+            message = await self._turn(turn, send, specs, schemas)
+            if not message.tool_calls:
+                output_text = message.text
+                await send.send(RunComplete(
+                    turns=turn, output_text=output_text, transcript=self.transcript
+                ))
+                return RunResult(
+                    transcript=self.transcript,
+                    output_text=output_text,
+                    usage=RunUsage(turns=list(self._usage)),
+                    run_id=self.run_id,
+                )
+        raise MaxTurnsExceeded(agent.max_turns, transcript=self.transcript)
+
+    async def _turn(
+        self,
+        turn: int,
+        send: MemoryObjectSendStream[AgentEvent],
+        specs: Sequence[dict[str, Any]],
+        schemas: dict[str, dict[str, Any]],
+    ) -> Message:
+        """One model request and its tools. Returns the assistant message it produced."""
+        agent = self._agent
+        started = time.perf_counter()
+        profile = agent.profile
+        parser = profile.new_parser(schemas)
+        request = GenerationRequest(
+            prompt=profile.render(self.transcript, specs),
+            max_tokens=agent.max_tokens,
+            temperature=agent.temperature,
+            stop=profile.stop,
+            request_id=f"{self.run_id}-{turn}",
+        )
+        token_ids: list[int] = []
+        usage = Usage()
+        finish_reason = "stop"
+        failure: EngineError | None = None
+
+        async with agent.dispatcher.turn(on_result=send.send) as tools:
+
+            async def publish(events: list[ParseEvent]) -> None:
+                for event in events:
+                    if isinstance(event, ToolCallComplete):
+                        tools.start(event)
+                    await send.send(event)
+
+            try:
+                async with aclosing(agent.engine.generate(request)) as chunks:
+                    async for chunk in chunks:
+                        if chunk.text:
+                            await publish(parser.feed(chunk.text))
+                        token_ids.extend(chunk.token_ids)
+                        if chunk.finish_reason is not None:
+                            finish_reason = chunk.finish_reason
+                            usage = chunk.usage or usage
+            except EngineError as error:
+                failure = error
+                finish_reason = "error"
+            # Whatever the model produced so far is kept, even when the engine failed.
+            await publish(parser.finish())
+            message = Message(
+                role="assistant", content=list(parser.blocks), token_ids=token_ids or None
+            )
+            self.transcript.append(message)
+            turn_usage = TurnUsage(
+                prompt_tokens=usage.prompt_tokens,
+                cached_prompt_tokens=usage.cached_prompt_tokens,
+                output_tokens=usage.output_tokens,
+                time_to_first_token_s=usage.time_to_first_token_s,
+            )
+            self._usage.append(turn_usage)
+            if failure is None:
+                await send.send(TurnComplete(
+                    turn=turn,
+                    finish_reason=finish_reason,
+                    tool_calls=len(message.tool_calls),
+                    usage=turn_usage,
+                ))
+        if tools.results:
+            self.transcript.append(Message(role="tool", content=list(tools.results)))
+        _log.info(
+            "turn",
+            run_id=self.run_id,
+            turn=turn,
+            finish_reason=finish_reason,
+            tool_calls=len(message.tool_calls),
+            prompt_tokens=turn_usage.prompt_tokens,
+            cached_prompt_tokens=turn_usage.cached_prompt_tokens,
+            output_tokens=turn_usage.output_tokens,
+            time_to_first_token_s=turn_usage.time_to_first_token_s,
+            duration_s=round(time.perf_counter() - started, 6),
+        )
+        if failure is not None:
+            failure.transcript = self.transcript
+            raise failure
+        return message

@@ -1,0 +1,21 @@
+"""Engines: where model output comes from."""
+
+from agentkit.engine._base import Engine as Engine
+from agentkit.engine._base import FinishReason as FinishReason
+from agentkit.engine._base import GenerationChunk as GenerationChunk
+from agentkit.engine._base import GenerationRequest as GenerationRequest
+from agentkit.engine._base import Usage as Usage
+from agentkit.engine._scripted import ScriptedEngine as ScriptedEngine
+from agentkit.engine._scripted import ScriptedOutput as ScriptedOutput
+from agentkit.engine._scripted import split_pseudo_tokens as split_pseudo_tokens
+
+__all__ = [
+    "Engine",
+    "FinishReason",
+    "GenerationChunk",
+    "GenerationRequest",
+    "ScriptedEngine",
+    "ScriptedOutput",
+    "Usage",
+    "split_pseudo_tokens",
+]

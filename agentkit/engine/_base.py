@@ -1,0 +1,77 @@
+"""The engine interface: what the agent loop needs from anything that generates.
+
+Backends are small implementations of :class:`Engine` (as httpx's transports are of its
+transport interface): ``ScriptedEngine`` replays recorded outputs, ``VLLMEngine`` runs vLLM
+in-process and ``RemoteEngine`` drives an existing serving deployment. The loop never knows
+which one it talks to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+__all__ = [
+    "Engine",
+    "FinishReason",
+    "GenerationChunk",
+    "GenerationRequest",
+    "Usage",
+]
+
+FinishReason = Literal["stop", "length", "abort", "error"]
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationRequest:
+    """One request for model output.
+
+    ``prompt`` is the rendered prompt text; ``prompt_token_ids``, when given, is the exact
+    token sequence (which wins over the text for engines that take tokens).
+    """
+
+    prompt: str
+    prompt_token_ids: Sequence[int] | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    stop: Sequence[str] = ()
+    request_id: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Backend-specific options (e.g. structured-output constraints), passed through."""
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """What one request cost, as the engine measured it."""
+
+    prompt_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    """Prompt tokens served from the engine's prefix cache."""
+    output_tokens: int = 0
+    time_to_first_token_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationChunk:
+    """A piece of output. The last chunk of a stream carries ``finish_reason`` and ``usage``
+    (its ``text`` may be empty)."""
+
+    text: str
+    token_ids: Sequence[int] = ()
+    finish_reason: FinishReason | None = None
+    usage: Usage | None = None
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """Anything that streams model output for a prompt.
+
+    Stopping iteration early (``break``, cancellation, ``aclose()``) must abort the request
+    in the backend: no generation may outlive its consumer.
+    """
+
+    def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationChunk]:
+        """Stream the output for ``request``; the final chunk has ``finish_reason`` set."""
+        ...

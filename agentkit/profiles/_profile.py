@@ -1,0 +1,76 @@
+"""A model profile: everything agentkit must know about one model family, in one place."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from agentkit.parsing import (
+    CallsInReasoning,
+    MarkerStreamParser,
+    ReasoningSyntax,
+    StreamParser,
+    ToolSyntax,
+    get_reasoning_syntax,
+    get_tool_syntax,
+)
+from agentkit.transcript import Transcript
+
+__all__ = ["ChatTemplate", "Profile", "ToolSpec"]
+
+ToolSpec = Mapping[str, Any]
+"""A tool as the model is told about it: ``{"type": "function", "function": {"name",
+"description", "parameters"}}``."""
+
+
+class ChatTemplate(Protocol):
+    """Renders a transcript into the prompt text the model was trained on."""
+
+    def render(
+        self,
+        transcript: Transcript,
+        tools: Sequence[ToolSpec],
+        *,
+        add_generation_prompt: bool = True,
+    ) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    """How to talk to one model family.
+
+    ``reasoning`` and ``tool_format`` name parsers from :mod:`agentkit.parsing`; ``template``
+    renders prompts; ``stop`` are the strings that end an assistant turn.
+    """
+
+    name: str
+    description: str
+    template: ChatTemplate
+    reasoning: str | None = None
+    tool_format: str | None = None
+    stop: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()
+    calls_in_reasoning: CallsInReasoning = "end_reasoning"
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def reasoning_syntax(self) -> ReasoningSyntax | None:
+        return get_reasoning_syntax(self.reasoning) if self.reasoning else None
+
+    @property
+    def tool_syntax(self) -> ToolSyntax | None:
+        return get_tool_syntax(self.tool_format) if self.tool_format else None
+
+    def new_parser(self, tool_schemas: Mapping[str, Mapping[str, Any]] | None = None) -> StreamParser:
+        """A fresh incremental parser for one assistant turn of this model."""
+        return MarkerStreamParser(
+            self.reasoning_syntax,
+            self.tool_syntax,
+            tool_schemas=dict(tool_schemas or {}),
+            calls_in_reasoning=self.calls_in_reasoning,
+        )
+
+    def render(self, transcript: Transcript, tools: Sequence[ToolSpec] = ()) -> str:
+        """The prompt for the model's next turn on ``transcript``."""
+        return self.template.render(transcript, tools)
