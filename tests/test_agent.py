@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 import anyio
 import pytest
@@ -36,7 +36,7 @@ class CountingEngine:
         self.chunks = 0
         self.closed = 0
 
-    async def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationChunk]:
+    async def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationChunk, None]:
         try:
             async for chunk in self.inner.generate(request):
                 self.chunks += 1

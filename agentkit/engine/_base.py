@@ -8,7 +8,7 @@ which one it talks to.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -68,10 +68,11 @@ class GenerationChunk:
 class Engine(Protocol):
     """Anything that streams model output for a prompt.
 
-    Stopping iteration early (``break``, cancellation, ``aclose()``) must abort the request
-    in the backend: no generation may outlive its consumer.
+    ``generate`` is an async generator so that the caller can close it: stopping early
+    (``break``, cancellation, ``aclose()``) must abort the request in the backend, and no
+    generation may outlive its consumer.
     """
 
-    def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationChunk]:
+    def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationChunk, None]:
         """Stream the output for ``request``; the final chunk has ``finish_reason`` set."""
         ...

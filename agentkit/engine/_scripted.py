@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 
 import anyio
@@ -100,7 +100,7 @@ class ScriptedEngine:
             best = max(best, n)
         return best
 
-    async def generate(self, request: GenerationRequest) -> AsyncIterator[GenerationChunk]:
+    async def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationChunk, None]:
         self.requests.append(request)
         if self._next >= len(self._outputs):
             raise ScriptExhaustedError(
