@@ -14,6 +14,8 @@ from agentkit.parsing._base import SectionStep as SectionStep
 from agentkit.parsing._base import StreamParser as StreamParser
 from agentkit.parsing._base import ToolSection as ToolSection
 from agentkit.parsing._base import ToolSyntax as ToolSyntax
+from agentkit.parsing._factory import create_parser as create_parser
+from agentkit.parsing._factory import stream_format_names as stream_format_names
 from agentkit.parsing._stream import MarkerStreamParser as MarkerStreamParser
 from agentkit.parsing._stream import render_blocks as render_blocks
 from agentkit.parsing.reasoning import get_reasoning_syntax as get_reasoning_syntax
@@ -30,7 +32,9 @@ __all__ = [
     "StreamParser",
     "ToolSection",
     "ToolSyntax",
+    "create_parser",
     "get_reasoning_syntax",
     "get_tool_syntax",
     "render_blocks",
+    "stream_format_names",
 ]

@@ -145,7 +145,14 @@ class ToolSection(ABC):
     A section may hold one call (Hermes: one per ``<tool_call>``) or several (DeepSeek's
     ``<｜tool▁calls▁begin｜>`` ... ``<｜tool▁calls▁end｜>``). It must own every byte it consumes:
     a section that ends without completing a call reports a ``CallEnd`` with an error.
+
+    A section opened by one of :attr:`ToolSyntax.leading_markers` may find that the output is
+    not a tool call after all (a JSON answer, a Markdown list): it then ends with ``rejected``
+    set and a single error ``CallEnd`` (no ``CallStart``), and the driver turns everything the
+    section consumed back into text.
     """
+
+    rejected: bool = False
 
     @abstractmethod
     def feed(self, text: str) -> SectionStep:
@@ -163,6 +170,10 @@ class ToolSyntax(ABC):
     name: str
     start_markers: tuple[str, ...]
     """Literal markers that open a section when they appear in text (or in reasoning)."""
+    leading_markers: tuple[str, ...] = ()
+    """Markers that open a section only at the very start of the output, after optional
+    whitespace: formats whose calls are the whole output (Llama 3's ``{"name": ...}``,
+    pythonic ``[f(x=1)]``)."""
 
     @abstractmethod
     def new_section(self, start_marker: str, schemas: Mapping[str, JSONSchema]) -> ToolSection:

@@ -10,9 +10,11 @@ It validates only what it must to find the object's end and its top-level member
 colons, commas, bracket pairing). The full grammar is checked once, by :func:`json.loads`, when
 the object is complete.
 
-Text of *watched* members is reported as it is scanned. Raw control characters inside strings
-(a literal newline, which models often write) are reported escaped, so the reported text of a
-member is strict JSON even when the model's text is only accepted by ``json.loads(strict=False)``.
+Text of *watched* members is reported as it is scanned; with ``echo``, so is the text of the
+whole object (a format whose arguments *are* the object, as DeepSeek's and Kimi's are). Raw
+control characters inside strings (a literal newline, which models often write) are reported
+escaped, so the reported text is strict JSON even when the model's text is only accepted by
+``json.loads(strict=False)``.
 """
 
 from __future__ import annotations
@@ -63,13 +65,20 @@ class ScanStep:
     """Index just past the object's closing brace, when it closed in this text."""
     failed_at: int = -1
     """Index of the character that cannot belong to the object, when one was found."""
+    text: str = ""
+    """With ``echo``: the text this feed scanned, as strict JSON."""
 
 
 class JsonObjectScanner:
-    """Scans one JSON object fed in pieces; reports its end and its watched members."""
+    """Scans one JSON object fed in pieces; reports its end, its watched members and, with
+    ``echo``, its own text (:attr:`ScanStep.text`)."""
 
-    def __init__(self, watch: Collection[str] = ()) -> None:
+    def __init__(self, watch: Collection[str] = (), *, echo: bool = False) -> None:
         self._watch = frozenset(watch)
+        self._echo = echo
+        self._echoed: list[str] = []
+        self._echo_from = 0
+        """Start of the fed text not yet in ``_echoed``."""
         self._state = _BEFORE
         self._in_string = False
         self._escape = False
@@ -88,7 +97,7 @@ class JsonObjectScanner:
         """Scan ``text[pos:]``, stopping just after the object's closing brace."""
         step = ScanStep()
         n = len(text)
-        i = pos
+        i = self._echo_from = pos
         while i < n and self._state < _DONE:
             if self._in_string:
                 i = self._scan_string(text, i, step)
@@ -108,14 +117,13 @@ class JsonObjectScanner:
                 i += 1
             elif state == _BEFORE:
                 i = self._expect(ch, "{", _KEY_OR_END, i)
+            elif ch == "}" and state in (_KEY_OR_END, _COMMA_OR_END):
+                self._state = _DONE
+                i = step.end = i + 1
             elif state == _KEY_OR_END:
                 if ch == '"':
                     self._in_string = True
                     self._state = _KEY
-                    i += 1
-                elif ch == "}":
-                    self._state = _DONE
-                    step.end = i + 1
                     i += 1
                 else:
                     i = self._fail(ch, "a key in double quotes or '}'", i)
@@ -126,15 +134,15 @@ class JsonObjectScanner:
             elif ch == ",":  # _COMMA_OR_END
                 self._state = _KEY_OR_END
                 i += 1
-            elif ch == "}":
-                self._state = _DONE
-                step.end = i + 1
-                i += 1
             else:
                 i = self._fail(ch, "',' or '}'", i)
         if self._state == _FAILED:
             step.failed_at = i
         self._flush(step, complete=False)
+        if self._echo:
+            self._echoed.append(text[self._echo_from : i])
+            step.text = "".join(self._echoed)
+            self._echoed.clear()
         return step
 
     def _expect(self, ch: str, want: str, then: int, i: int) -> int:
@@ -193,7 +201,11 @@ class JsonObjectScanner:
                 if self._state == _VALUE_STRING:
                     self._end_member(step)
         else:  # a raw control character: legal for json.loads(strict=False) only
-            self._emit(json.dumps(ch)[1:-1])
+            escaped = json.dumps(ch)[1:-1]
+            self._emit(escaped)
+            if self._echo:
+                self._echoed += (text[self._echo_from : j], escaped)
+                self._echo_from = j + 1
         return j + 1
 
     def _scan_nested(self, text: str, i: int, step: ScanStep) -> int:

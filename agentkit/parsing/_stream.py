@@ -125,6 +125,9 @@ class MarkerStreamParser:
         if any(not marker for marker in (*self._text_markers, *self._reasoning_markers)):
             raise ConfigurationError("parser markers must be non-empty strings")
 
+        self._leading = tools.leading_markers if tools is not None else ()
+        """Markers that open a section only at the start of the output; cleared once any
+        non-whitespace has been seen."""
         inside = reasoning is not None and reasoning.starts_inside
         self._mode: _Mode = "reasoning" if inside else "text"
         self._initial_inside = inside
@@ -161,7 +164,9 @@ class MarkerStreamParser:
         self._finished = True
         out: list[ParseEvent] = []
         if self._section is not None:
-            self._apply(self._section.finish(), out, done=True)
+            step = self._section.finish()
+            if not self._reject(step, out):
+                self._apply(step, out, done=True)
             self._end_section()
         if self._held:  # a partial marker that never completed is plain content
             self._content(self._held, out)
@@ -196,6 +201,12 @@ class MarkerStreamParser:
         while pos < n:
             if self._mode == "tool":
                 pos = self._feed_section(buf, pos, out)
+                continue
+            if self._leading and self._mode == "text":
+                pos, hold = self._scan_leading(buf, pos, out)
+                if hold:
+                    self._held = buf[pos:]
+                    return
                 continue
             if self._initial_inside:
                 pos, hold = self._scan_initial(buf, pos, out)
@@ -259,6 +270,25 @@ class MarkerStreamParser:
         if n - j < len(start) and start.startswith(buf[j:]):
             return j, True
         self._initial_inside = False
+        return j, False
+
+    def _scan_leading(self, buf: str, pos: int, out: list[ParseEvent]) -> tuple[int, bool]:
+        """At the start of the output: open a section on a leading marker, if one is there."""
+        n = len(buf)
+        j = pos
+        while j < n and buf[j].isspace():
+            j += 1
+        self._content(buf[pos:j], out)  # whitespace only: formatting
+        if j == n:
+            return n, False
+        for marker in self._leading:
+            if buf.startswith(marker, j):
+                self._leading = ()
+                self._start_section(marker, in_reasoning=False)
+                return j + len(marker), False
+        if any(n - j < len(m) and m.startswith(buf[j:]) for m in self._leading):
+            return j, True
+        self._leading = ()
         return j, False
 
     def _on_marker(self, marker: str, out: list[ParseEvent]) -> None:
@@ -345,9 +375,24 @@ class MarkerStreamParser:
                 )
             self._apply(step, out, done=False)
             return len(buf)
-        self._apply(step, out, done=True)
+        if not self._reject(step, out):
+            self._apply(step, out, done=True)
         self._end_section()
         return pos + step.consumed
+
+    def _reject(self, step: SectionStep, out: list[ParseEvent]) -> bool:
+        """A leading-marker section that found no tool call: its bytes become text."""
+        assert self._section is not None
+        if not self._section.rejected:
+            return False
+        if self._call is not None:
+            raise RuntimeError("a tool section rejected itself after starting a call")
+        raws = [e.raw for e in step.events if isinstance(e, CallEnd)]
+        text = (self._section_prefix or "") + "".join(raws) + step.tail_raw
+        self._section_prefix = None
+        self._mode = "text"
+        self._content(text, out)
+        return True
 
     def _apply(self, step: SectionStep, out: list[ParseEvent], *, done: bool) -> None:
         for event in step.events:

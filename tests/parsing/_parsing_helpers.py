@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -20,11 +21,14 @@ from agentkit.events import (
     ToolCallStarted,
 )
 from agentkit.parsing import (
+    CallArguments,
+    CallEnd,
     CallsInReasoning,
     MarkerStreamParser,
     ReasoningSyntax,
     ToolSyntax,
 )
+from agentkit.parsing._base import SectionEvent
 from agentkit.transcript import ContentBlock, ToolCallBlock
 
 ParserFactory = Callable[[], MarkerStreamParser]
@@ -164,6 +168,101 @@ def splits(draw: st.DrawFn, text: str) -> list[str]:
         chunks.append(text[pos : pos + size])
         pos += size
     return chunks
+
+
+def seeded_splits(output: str, seed: int) -> list[str]:
+    """Token-like chunks (1-12 characters) of ``output``: like ``splits``, but one draw for
+    the whole split, which keeps the properties on long outputs fast."""
+    rng = random.Random(seed)
+    cuts = [0]
+    while cuts[-1] < len(output):
+        cuts.append(cuts[-1] + rng.randint(1, 12))
+    return [output[a:b] for a, b in itertools.pairwise(cuts)]
+
+
+TAG_PIECES = ("<", "</", ">", "\n", " ", "<think>", "</think>")
+"""Pieces of any tag-based output, to mix with a format's own tags in :func:`soups`."""
+
+
+def soups(pieces: Sequence[str], max_size: int = 30) -> st.SearchStrategy[str]:
+    """Outputs made of up to ``max_size`` of a format's pieces (markers, punctuation), in any
+    order: mostly broken, which is the point."""
+    return st.lists(st.sampled_from(pieces), max_size=max_size).map("".join)
+
+
+def json_values(
+    strings: st.SearchStrategy[str],
+    *,
+    keys: st.SearchStrategy[str] | None = None,
+    integers: st.SearchStrategy[int] | None = None,
+    max_leaves: int = 8,
+) -> st.SearchStrategy[Any]:
+    """Any JSON value: scalars (finite floats), and lists and objects of up to three items."""
+    scalars = (
+        st.none()
+        | st.booleans()
+        | (st.integers() if integers is None else integers)
+        | st.floats(allow_nan=False, allow_infinity=False)
+        | strings
+    )
+    return st.recursive(
+        scalars,
+        lambda inner: (
+            st.lists(inner, max_size=3)
+            | st.dictionaries(strings if keys is None else keys, inner, max_size=3)
+        ),
+        max_leaves=max_leaves,
+    )
+
+
+def tricky_arguments(comment: str, markers: str) -> dict[str, Any]:
+    """Argument values that break naive parsers: code with a raw newline and tab and
+    ``comment`` at its end, a Windows path, non-BMP and line-separator characters, the
+    format's own ``markers``, nested containers, a lone quote and a lone backslash."""
+    return {
+        "code": f'print("hi")\n\tif a < b: pass  # {comment}',
+        "path": "C:\\Users\\me\\file.txt",
+        "unicode": "héllo 🌍 中文 \u2028 end",
+        "markers": markers,
+        "nested": {"and": [{"x": 1}, {"y": [True, None, 2.5, -3e-7]}], "empty": {}, "list": []},
+        "quote": '"',
+        "backslash": "\\",
+    }
+
+
+def drive_section(
+    syntax: ToolSyntax, start_marker: str, chunks: Iterable[str]
+) -> tuple[list[SectionEvent], str, str]:
+    """Feed a section's text (after its start marker) to the syntax's section parser alone;
+    return its events (argument deltas joined), the raw it owned (calls' raw + tail, in
+    order) and the text it handed back."""
+    section = syntax.new_section(start_marker, {})
+    events: list[SectionEvent] = []
+    owned: list[str] = []
+    chunks = list(chunks)
+    for i, chunk in enumerate(chunks):
+        step = section.feed(chunk)
+        events.extend(step.events)
+        owned.extend(e.raw for e in step.events if isinstance(e, CallEnd))
+        if step.done:
+            owned.append(step.tail_raw)
+            rest = chunk[step.consumed :] + "".join(chunks[i + 1 :])
+            return _join_arguments(events), "".join(owned), rest
+        assert step.consumed == len(chunk)
+    step = section.finish()
+    events.extend(step.events)
+    owned.extend(e.raw for e in step.events if isinstance(e, CallEnd))
+    return _join_arguments(events), "".join(owned) + step.tail_raw, ""
+
+
+def _join_arguments(events: list[SectionEvent]) -> list[SectionEvent]:
+    joined: list[SectionEvent] = []
+    for event in events:
+        if isinstance(event, CallArguments) and joined and isinstance(joined[-1], CallArguments):
+            joined[-1] = CallArguments(joined[-1].delta + event.delta)
+        else:
+            joined.append(event)
+    return joined
 
 
 def calls(blocks: Sequence[ContentBlock]) -> list[ToolCallBlock]:

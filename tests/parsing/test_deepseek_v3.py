@@ -3,15 +3,23 @@ parser driven directly, malformed and truncated calls, linear cost, render/parse
 
 from __future__ import annotations
 
-import itertools
 import json
-import random
 import time
-from collections.abc import Iterable
 from typing import Any
 
 import pytest
-from _parsing_helpers import calls, check, content, factory, run
+from _parsing_helpers import (
+    calls,
+    check,
+    content,
+    drive_section,
+    factory,
+    json_values,
+    run,
+    seeded_splits,
+    soups,
+    tricky_arguments,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -54,16 +62,6 @@ def section(*calls_text: str, sep: str = "") -> str:
     return CALLS_BEGIN + sep.join(calls_text) + CALLS_END
 
 
-def seeded_splits(output: str, seed: int) -> list[str]:
-    """Token-like chunks (1-12 characters) of ``output``: like ``splits``, but one draw for
-    the whole split, which keeps the properties on long outputs fast."""
-    rng = random.Random(seed)
-    cuts = [0]
-    while cuts[-1] < len(output):
-        cuts.append(cuts[-1] + rng.randint(1, 12))
-    return [output[a:b] for a, b in itertools.pairwise(cuts)]
-
-
 def ok(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
     return {"type": "tool_call", "name": name, "arguments": arguments, "error": None}
 
@@ -72,15 +70,9 @@ def text(value: str) -> dict[str, Any]:
     return {"type": "text", "text": value}
 
 
-TRICKY = {
-    "code": 'print("hi")\n\tif a < b: pass  # ``` json \\ done',
-    "path": "C:\\Users\\me\\file.txt",
-    "unicode": "héllo 🌍 中文 \u2028 end",
-    "markers": f"{CALL_END}{CALLS_END}{CALL_BEGIN}{SEP}{CALLS_BEGIN} </think> <｜tool▁call",
-    "nested": {"and": [{"x": 1}, {"y": [True, None, 2.5, -3e-7]}], "empty": {}, "list": []},
-    "quote": '"',
-    "backslash": "\\",
-}
+TRICKY = tricky_arguments(
+    "``` json \\ done", f"{CALL_END}{CALLS_END}{CALL_BEGIN}{SEP}{CALLS_BEGIN} </think> <｜tool▁call"
+)
 WEATHER = {"city": "Paris", "unit": "celsius"}
 
 CORPUS: dict[str, tuple[Any, str, list[dict[str, Any]]]] = {
@@ -211,45 +203,18 @@ def test_raw_control_characters_are_escaped_in_deltas() -> None:
 # -- the section parser, driven directly ---------------------------------------------------------
 
 
-def drive(chunks: Iterable[str], syntax: Any = DEEPSEEK_V31) -> tuple[list[SectionEvent], str, str]:
-    """Feed a section's text (after its start marker); return its events, the raw it owned
-    (calls' raw + tail, in order) and the text it handed back."""
-    section_parser = syntax.new_section(CALLS_BEGIN, {})
-    events: list[SectionEvent] = []
-    owned: list[str] = []
-    chunks = list(chunks)
-    for i, chunk in enumerate(chunks):
-        step = section_parser.feed(chunk)
-        events.extend(step.events)
-        owned.extend(e.raw for e in step.events if isinstance(e, CallEnd))
-        if step.done:
-            owned.append(step.tail_raw)
-            return events, "".join(owned), chunk[step.consumed :] + "".join(chunks[i + 1 :])
-        assert step.consumed == len(chunk)
-    step = section_parser.finish()
-    events.extend(step.events)
-    owned.extend(e.raw for e in step.events if isinstance(e, CallEnd))
-    return events, "".join(owned) + step.tail_raw, ""
-
-
-def merged(events: list[SectionEvent]) -> list[SectionEvent]:
-    out: list[SectionEvent] = []
-    for event in events:
-        if isinstance(event, CallArguments) and out and isinstance(out[-1], CallArguments):
-            out[-1] = CallArguments(out[-1].delta + event.delta)
-        else:
-            out.append(event)
-    return out
+def drive(chunks: list[str]) -> tuple[list[SectionEvent], str, str]:
+    return drive_section(DEEPSEEK_V31, CALLS_BEGIN, chunks)
 
 
 def test_section_events_and_ownership() -> None:
     body = v31("a", {"k": "v"}) + "\n" + v31("b", {}) + CALLS_END
     after = "\nThe rest."
     whole = drive([body + after])
-    by_char = drive(body + after)
+    by_char = drive(list(body + after))
     assert (
-        merged(whole[0])
-        == merged(by_char[0])
+        whole[0]
+        == by_char[0]
         == [
             CallStart("a"),
             CallArguments('{"k": "v"}'),
@@ -412,11 +377,10 @@ SOUP += ["{", "}", '"', "\\", ":", ",", "1", " ", "<", "｜", "[", '{"a": 1}', "
 
 @pytest.mark.parametrize("syntax", [DEEPSEEK_V3, DEEPSEEK_V31], ids=["v3", "v3.1"])
 @settings(max_examples=40, deadline=None)
-@given(pieces=st.lists(st.sampled_from(SOUP), max_size=30), seed=st.integers(0, 2**32))
+@given(output=soups(SOUP), seed=st.integers(0, 2**32))
 def test_any_output_is_owned_and_split_invariant(
-    syntax: ToolSyntax, pieces: list[str], seed: int
+    syntax: ToolSyntax, output: str, seed: int
 ) -> None:
-    output = "".join(pieces)
     check(factory(DEEPSEEK_R1, syntax), output, seeded_splits(output, seed))
 
 
@@ -465,15 +429,7 @@ _SPECIAL = st.sampled_from(
     ["<", "｜", "▁", "\\", '"', "\n", "```", "{", "}", CALL_END, CALLS_END, SEP]
 )
 _STRINGS = st.lists(_CHARS | _SPECIAL, max_size=8).map("".join)
-JSON_VALUES = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(-(10**12), 10**12)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | _STRINGS,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_STRINGS, inner, max_size=3),
-    max_leaves=6,
-)
+JSON_VALUES = json_values(_STRINGS, integers=st.integers(-(10**12), 10**12), max_leaves=6)
 ARGUMENTS = st.dictionaries(_STRINGS, JSON_VALUES, max_size=3)
 NAMES = st.from_regex(r"[a-zA-Z_][a-zA-Z0-9_.-]{0,15}", fullmatch=True)
 CALL_LISTS = st.lists(

@@ -3,18 +3,28 @@ driven directly, malformed and truncated calls, render/parse round trips."""
 
 from __future__ import annotations
 
-import itertools
 import json
-import random
 from typing import Any
 
 import pytest
-from _parsing_helpers import calls, check, content, factory, run
+from _parsing_helpers import (
+    calls,
+    check,
+    content,
+    drive_section,
+    factory,
+    json_values,
+    run,
+    seeded_splits,
+    soups,
+    tricky_arguments,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentkit.events import ToolCallArgumentsDelta, ToolCallStarted
-from agentkit.parsing import CallArguments, CallEnd, CallStart, ReasoningSyntax, render_blocks
+from agentkit.parsing import CallArguments, CallEnd, CallStart, render_blocks
+from agentkit.parsing.reasoning import THINK
 from agentkit.parsing.tools.kimi_k2 import (
     ARGUMENT_BEGIN,
     CALL_BEGIN,
@@ -27,7 +37,6 @@ from agentkit.parsing.tools.kimi_k2 import (
 )
 from agentkit.transcript import ToolCallBlock
 
-THINK = ReasoningSyntax("think", "<think>", "</think>")
 MAKE = factory(THINK, KIMI_K2)
 
 
@@ -40,27 +49,13 @@ def section(*calls_text: str, begin: str = SECTION_BEGIN, end: str = SECTION_END
     return begin + "".join(calls_text) + end
 
 
-def seeded_splits(output: str, seed: int) -> list[str]:
-    rng = random.Random(seed)
-    cuts = [0]
-    while cuts[-1] < len(output):
-        cuts.append(cuts[-1] + rng.randint(1, 12))
-    return [output[a:b] for a, b in itertools.pairwise(cuts)]
-
-
 def ok(call_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
     return {"type": "tool_call", "id": call_id, "name": name, "arguments": arguments, "error": None}
 
 
-TRICKY = {
-    "code": 'print("hi")\n\tif a < b: pass  # {"x": 1}',
-    "path": "C:\\Users\\me\\file.txt",
-    "unicode": "héllo 🌍 中文 \u2028 end",
-    "markers": f"{CALL_END}{SECTION_END}{CALL_BEGIN}functions.x:9{ARGUMENT_BEGIN}<|tool_",
-    "nested": {"and": [{"x": 1}, {"y": [True, None, 2.5, -3e-7]}], "empty": {}, "list": []},
-    "quote": '"',
-    "backslash": "\\",
-}
+TRICKY = tricky_arguments(
+    '{"x": 1}', f"{CALL_END}{SECTION_END}{CALL_BEGIN}functions.x:9{ARGUMENT_BEGIN}<|tool_"
+)
 WEATHER = {"city": "Paris", "unit": "celsius"}
 
 CORPUS: dict[str, tuple[str, list[dict[str, Any]]]] = {
@@ -145,23 +140,8 @@ def test_call_starts_with_its_id_and_arguments_stream() -> None:
 def test_section_events_driven_directly() -> None:
     body = call("functions.a:0", {"k": "v"}) + call("functions.b:1", {}) + SECTION_END
     for chunks in ([body + "after"], list(body + "after")):
-        section_parser = KIMI_K2.new_section(SECTION_BEGIN, {})
-        events: list[Any] = []
-        for i, chunk in enumerate(chunks):
-            step = section_parser.feed(chunk)
-            for event in step.events:
-                if (
-                    isinstance(event, CallArguments)
-                    and events
-                    and isinstance(events[-1], CallArguments)
-                ):
-                    events[-1] = CallArguments(events[-1].delta + event.delta)
-                else:
-                    events.append(event)
-            if step.done:
-                assert step.tail_raw == SECTION_END
-                assert chunk[step.consumed :] + "".join(chunks[i + 1 :]) == "after"
-                break
+        events, owned, rest = drive_section(KIMI_K2, SECTION_BEGIN, chunks)
+        assert (owned, rest) == (body, "after")  # the calls' raw, then the end marker
         assert events == [
             CallStart("a", "functions.a:0"),
             CallArguments('{"k": "v"}'),
@@ -259,9 +239,8 @@ SOUP += ["functions.f:0", "f", ":", "{", "}", '"', "\\", ",", "1", " ", "\n", "<
 
 
 @settings(max_examples=40, deadline=None)
-@given(pieces=st.lists(st.sampled_from(SOUP), max_size=30), seed=st.integers(0, 2**32))
-def test_any_output_is_owned_and_split_invariant(pieces: list[str], seed: int) -> None:
-    output = "".join(pieces)
+@given(output=soups(SOUP), seed=st.integers(0, 2**32))
+def test_any_output_is_owned_and_split_invariant(output: str, seed: int) -> None:
     check(MAKE, output, seeded_splits(output, seed))
 
 
@@ -269,15 +248,7 @@ def test_any_output_is_owned_and_split_invariant(pieces: list[str], seed: int) -
 
 _SPECIAL = st.sampled_from(["<", "|", "\\", '"', "\n", "{", "}", ":", CALL_END, SECTION_END])
 _STRINGS = st.lists(st.characters(exclude_categories=["Cs"]) | _SPECIAL, max_size=8).map("".join)
-JSON_VALUES = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(-(10**12), 10**12)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | _STRINGS,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_STRINGS, inner, max_size=3),
-    max_leaves=6,
-)
+JSON_VALUES = json_values(_STRINGS, integers=st.integers(-(10**12), 10**12), max_leaves=6)
 NAMES = st.from_regex(r"[a-zA-Z_][a-zA-Z0-9_.:-]{0,15}", fullmatch=True)
 IDS = st.one_of(st.just("call_abc"), st.integers(0, 99).map(str))
 

@@ -2,28 +2,27 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
-from _parsing_helpers import calls, check, factory, run, splits
+from _parsing_helpers import (
+    TAG_PIECES,
+    calls,
+    check,
+    factory,
+    json_values,
+    run,
+    soups,
+    splits,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentkit.events import ToolCallArgumentsDelta
-from agentkit.parsing import ReasoningSyntax
-from agentkit.parsing.tools._xml_values import (
-    ANY,
-    STRING,
-    ArgumentsWriter,
-    convert_value,
-    parameter_types,
-    parse_attributes,
-)
+from agentkit.parsing.reasoning import THINK
 from agentkit.parsing.tools.minimax_m2 import MINIMAX_M2
 from agentkit.transcript import ToolCallBlock
 
-THINK = ReasoningSyntax("think", "<think>", "</think>")
 START, END = "<minimax:tool_call>", "</minimax:tool_call>"
 
 SCHEMAS: dict[str, Any] = {
@@ -183,86 +182,10 @@ def test_empty_section() -> None:
     assert call.error is not None
 
 
-# --- typing helpers ------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("schema", "expected"),
-    [
-        ({"type": "string"}, STRING),
-        ({"type": ["integer", "null"]}, frozenset({"integer", "null"})),
-        ({"enum": ["a", "b"]}, STRING),
-        ({"const": 3}, frozenset({"integer"})),
-        ({"anyOf": [{"type": "string"}, {"type": "null"}]}, frozenset({"string", "null"})),
-        ({"anyOf": [{"$ref": "#/$defs/X"}, {"type": "null"}]}, ANY),
-        ({}, ANY),
-    ],
-)
-def test_parameter_types(schema: dict[str, Any], expected: frozenset[str]) -> None:
-    assert parameter_types({"type": "object", "properties": {"p": schema}}, "p") == expected
-
-
-def test_parameter_types_for_unknown_parameters() -> None:
-    assert parameter_types(None, "p") == STRING
-    assert parameter_types({"properties": {}}, "p") == STRING
-    assert parameter_types({"additionalProperties": {"type": "integer"}}, "p") == {"integer"}
-    function = {"name": "f", "parameters": {"properties": {"p": {"type": "boolean"}}}}
-    assert parameter_types(function, "p") == {"boolean"}
-
-
-@pytest.mark.parametrize(
-    ("text", "types", "expected"),
-    [
-        (" 12 ", frozenset({"integer"}), 12),
-        ("12.0", frozenset({"integer"}), 12),
-        ("True", frozenset({"boolean"}), True),
-        ("{'a': None}", frozenset({"object"}), {"a": None}),
-        ("NaN", frozenset({"number"}), "NaN"),
-        ("12", frozenset({"string", "null"}), "12"),
-        ("null", frozenset({"string", "null"}), None),
-        ('"x"', STRING, '"x"'),
-        ('"x"', ANY, "x"),
-        ("", frozenset({"integer"}), ""),
-    ],
-)
-def test_convert_value(text: str, types: frozenset[str], expected: Any) -> None:
-    assert convert_value(text, types) == expected
-    assert type(convert_value(text, types)) is type(expected)
-
-
-def test_arguments_writer_fragments_are_the_arguments() -> None:
-    writer = ArgumentsWriter()
-    parts = [writer.open(), writer.start("s", STRING), writer.add('a"\n'), writer.add("\\")]
-    parts += [writer.end(), writer.start("n", ANY), writer.add("[1,"), writer.add(" 2]")]
-    parts += [writer.end(), writer.close()]
-    assert json.loads("".join(parts)) == writer.arguments == {"s": 'a"\n\\', "n": [1, 2]}
-
-
-def test_parse_attributes() -> None:
-    assert parse_attributes(" name=\"a b\" string='true' x=1 ") == {
-        "name": "a b",
-        "string": "true",
-        "x": "1",
-    }
-    assert parse_attributes("") == {}
-    assert parse_attributes('name="a"') is None  # must be separated from the tag name
-    assert parse_attributes(' name="a" junk') is None
-
-
 # --- render ----------------------------------------------------------------------------------
 
 NAMES = st.from_regex(r"[a-zA-Z_][a-zA-Z0-9_.-]{0,20}", fullmatch=True)
-JSON_VALUES = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(),
-    lambda inner: (
-        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
-    ),
-    max_leaves=8,
-)
+JSON_VALUES = json_values(st.text(), keys=st.text(max_size=5))
 ARGUMENTS = st.dictionaries(
     NAMES,
     JSON_VALUES.filter(lambda v: not isinstance(v, str) or "</parameter>" not in v),
@@ -302,20 +225,13 @@ FRAGMENTS = [
     '<parameter name="query">',
     '<parameter name="limit">',
     "</parameter>",
-    "<",
-    "</",
-    ">",
-    "\n",
-    " ",
     "5",
     "x",
-    "<think>",
-    "</think>",
+    *TAG_PIECES,
 ]
 
 
 @settings(max_examples=80, deadline=None)
-@given(data=st.data())
-def test_fuzz_any_mix_of_fragments_keeps_every_invariant(data: st.DataObject) -> None:
-    output = "".join(data.draw(st.lists(st.sampled_from(FRAGMENTS), max_size=30)))
+@given(output=soups(FRAGMENTS), data=st.data())
+def test_fuzz_any_mix_of_fragments_keeps_every_invariant(output: str, data: st.DataObject) -> None:
     check(make(), output, data.draw(splits(output)))

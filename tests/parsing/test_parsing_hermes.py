@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 import pytest
-from _parsing_helpers import calls, check, content, factory, run, splits
+from _parsing_helpers import calls, check, content, factory, json_values, run, splits
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -312,17 +312,10 @@ def test_one_bad_call_does_not_spoil_the_next() -> None:
 # -- render / parse ------------------------------------------------------------------------------
 
 _CHARS = st.characters(blacklist_categories=("Cs",))
-JSON_VALUES = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(-(10**12), 10**12)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(_CHARS, max_size=12),
-    lambda inner: (
-        st.lists(inner, max_size=3)
-        | st.dictionaries(st.text(_CHARS, max_size=6), inner, max_size=3)
-    ),
-    max_leaves=8,
+JSON_VALUES = json_values(
+    st.text(_CHARS, max_size=12),
+    keys=st.text(_CHARS, max_size=6),
+    integers=st.integers(-(10**12), 10**12),
 )
 NAMES = st.from_regex(r"[a-z_][a-z0-9_]{0,11}", fullmatch=True)
 MARKERS = ("<think>", "</think>", "<tool_call>")

@@ -229,12 +229,22 @@ def test_string_values_stream_as_they_arrive() -> None:
 def test_typed_values_are_sent_whole_when_the_parameter_closes() -> None:
     parser = MAKE()
     events = parser.feed("<tool_call>\n<function=search>\n<parameter=limit>\n12")
-    assert [e.delta for e in events if e.type == "tool_call_arguments_delta"] == [  # type: ignore[union-attr]
-        "{",
-        '"limit": ',
-    ]
+    assert [e.delta for e in events if e.type == "tool_call_arguments_delta"] == ["{"]  # type: ignore[union-attr]
     events = parser.feed("\n</parameter>\n")
-    assert [e.delta for e in events if e.type == "tool_call_arguments_delta"] == ["12"]  # type: ignore[union-attr]
+    assert [e.delta for e in events if e.type == "tool_call_arguments_delta"] == ['"limit": 12']  # type: ignore[union-attr]
+
+
+def test_values_follow_the_rule_of_every_tagged_format() -> None:
+    """The rule of MiniMax-M2, DSML and GLM (``convert_value``): a parameter described without
+    a type takes any JSON; JSON of another type than the parameter's is its text verbatim where
+    strings are accepted, and the value as read where they are not (the schema check reports
+    it to the model)."""
+    properties = {"any": {}, "ref": {"$ref": "#/$defs/X"}, "n": {"type": "integer"}}
+    properties["s"] = {"type": ["string", "null"]}
+    make = factory(None, QWEN3_CODER, schemas={"f": {"type": "object", "properties": properties}})
+    output = call("f", any='{"k": [1]}', ref="plain text", n="[1]", s='"quoted"')
+    (found,) = calls(check(make, output))
+    assert found.arguments == {"any": {"k": [1]}, "ref": "plain text", "n": [1], "s": '"quoted"'}
 
 
 MALFORMED: dict[str, tuple[str, str, str]] = {
@@ -259,6 +269,11 @@ MALFORMED: dict[str, tuple[str, str, str]] = {
         "<tool_call>\n<function=a>\nhello\n</function>\n</tool_call>",
         "expected <parameter=",
         "a",
+    ),
+    "name over the limit": (
+        "<tool_call>\n<function=" + "f" * 1100 + ">\n</function>\n</tool_call>",
+        "longer than 1024",
+        "",
     ),
     "text after the function": (
         "<tool_call>\n<function=a>\n</function>\noops</tool_call>",

@@ -64,6 +64,29 @@ def test_raw_control_characters_are_escaped_in_member_text() -> None:
 
 
 @pytest.mark.parametrize(
+    ("text", "echo"),
+    [
+        *((text.strip(), text.strip()) for text in OBJECTS),
+        ('{"s": "a\nb\tc",\n "n": [1,\n2]}', '{"s": "a\\nb\\tc",\n "n": [1,\n2]}'),
+    ],
+)
+@settings(max_examples=20, deadline=None)
+@given(data=st.data())
+def test_echo_is_the_object_as_strict_json_for_any_split(
+    text: str, echo: str, data: st.DataObject
+) -> None:
+    scanner = JsonObjectScanner(echo=True)
+    echoed = []
+    for chunk in data.draw(splits(text + "</tool_call>")):
+        step = scanner.feed(chunk)
+        echoed.append(step.text)
+        if step.end >= 0:
+            break
+    assert "".join(echoed) == echo
+    assert json.loads("".join(echoed)) == json.loads(text, strict=False)
+
+
+@pytest.mark.parametrize(
     ("text", "error"),
     [
         ('{"a": 1</tool_call>', "expected ',' or '}' but found '<'"),

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import agentkit.parsing
+import agentkit.parsing.tools
 from agentkit.errors import ConfigurationError
 from agentkit.parsing import (
     MarkerStreamParser,
@@ -18,7 +19,7 @@ from agentkit.parsing import (
     render_blocks,
 )
 from agentkit.parsing.reasoning import DEEPSEEK_R1, THINK
-from agentkit.parsing.tools import HERMES
+from agentkit.parsing.tools import HERMES, tool_syntax_names
 from agentkit.transcript import ReasoningBlock, ToolCallBlock, ToolResultBlock
 
 MAKE = factory(THINK, HERMES)
@@ -295,6 +296,95 @@ def test_tool_registry_rejects_unknown_names() -> None:
         get_tool_syntax("nope")
 
 
+def test_tool_registry_names_every_finished_syntax() -> None:
+    tools = agentkit.parsing.tools
+    canonical = {
+        "deepseek_v3": tools.DEEPSEEK_V3,
+        "deepseek_v31": tools.DEEPSEEK_V31,
+        "deepseek_v32": tools.DEEPSEEK_V32,
+        "deepseek_v4": tools.DEEPSEEK_V4,
+        "glm45": tools.GLM45,
+        "glm47": tools.GLM47,
+        "hermes": tools.HERMES,
+        "kimi_k2": tools.KIMI_K2,
+        "llama3_json": tools.LLAMA3_JSON,
+        "minimax_m2": tools.MINIMAX_M2,
+        "mistral": tools.MISTRAL,
+        "mistral_legacy": tools.MISTRAL_LEGACY,
+        "nemotron_deci": tools.NEMOTRON_DECI,
+        "pythonic": tools.PYTHONIC,
+        "qwen3_coder": tools.QWEN3_CODER,
+    }
+    aliases = {
+        "DeepSeek-V3.1": "deepseek_v31",
+        "deepseek_v3_2": "deepseek_v32",
+        "GLM4.5": "glm45",
+        "glm4": "glm45",
+        "glm4.7": "glm47",
+        "MiniMax": "minimax_m2",
+        "Kimi-K2": "kimi_k2",
+        "Qwen2.5": "hermes",
+        "qwen3-coder": "qwen3_coder",
+        "llama3": "llama3_json",
+        "Llama4-JSON": "llama3_json",
+        "nemotron": "nemotron_deci",
+    }
+    for name, syntax in canonical.items():
+        assert syntax.name == name
+        assert get_tool_syntax(name) is syntax
+    for alias, name in aliases.items():
+        assert get_tool_syntax(alias) is canonical[name]
+    assert tool_syntax_names() == [
+        "deepseek_v3",
+        "deepseek_v31",
+        "deepseek_v32",
+        "deepseek_v3_1",
+        "deepseek_v3_2",
+        "deepseek_v4",
+        "glm4",
+        "glm45",
+        "glm47",
+        "glm4_5",
+        "glm4_7",
+        "hermes",
+        "kimi_k2",
+        "llama3",
+        "llama3_json",
+        "llama4_json",
+        "minimax",
+        "minimax_m2",
+        "mistral",
+        "mistral_legacy",
+        "nemotron",
+        "nemotron_deci",
+        "pythonic",
+        "qwen25",
+        "qwen2_5",
+        "qwen3_coder",
+    ]
+    assert tools.__all__ == [
+        "DEEPSEEK_V3",
+        "DEEPSEEK_V4",
+        "DEEPSEEK_V31",
+        "DEEPSEEK_V32",
+        "GLM45",
+        "GLM47",
+        "HERMES",
+        "KIMI_K2",
+        "LLAMA3_JSON",
+        "MINIMAX_M2",
+        "MISTRAL",
+        "MISTRAL_LEGACY",
+        "NEMOTRON_DECI",
+        "PYTHONIC",
+        "QWEN3_CODER",
+        "HermesToolSyntax",
+        "Qwen3CoderToolSyntax",
+        "get_tool_syntax",
+        "tool_syntax_names",
+    ]
+
+
 def test_public_names() -> None:
     assert agentkit.parsing.__all__ == sorted(agentkit.parsing.__all__)
     assert set(agentkit.parsing.__all__) == {
@@ -308,9 +398,11 @@ def test_public_names() -> None:
         "StreamParser",
         "ToolSection",
         "ToolSyntax",
+        "create_parser",
         "get_reasoning_syntax",
         "get_tool_syntax",
         "render_blocks",
+        "stream_format_names",
     }
     parser: agentkit.parsing.StreamParser = MAKE()  # satisfies the protocol
     assert parser.blocks == []

@@ -33,14 +33,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentkit.parsing._base import CallStart, JSONSchema, ToolSection, ToolSyntax
+from agentkit.parsing.tools._cursor import Malformed, Parse, SectionCursor, Truncated
 from agentkit.parsing.tools._xml_values import (
     ANY,
     STRING,
     ArgumentsWriter,
-    Malformed,
-    Parse,
-    SectionCursor,
-    Truncated,
     json_text,
     parameter_types,
     parse_attributes,
@@ -182,11 +179,8 @@ class InvokeSection(SectionCursor):
                 if not key:
                     raise Malformed(f'each {tags.parameter} tag needs a name="..." attribute')
                 where = f"the value of parameter {key!r}, before {tags.parameter_end}"
-                self.emit_arguments(writer.start(key, self._types(schema, key, text)))
-                yield from self.pass_through(
-                    (tags.parameter_end,), lambda chunk: self.emit_arguments(writer.add(chunk))
-                )
-                self.emit_arguments(writer.end())
+                types = self._types(schema, key, text)
+                yield from self.read_value(writer, key, types, (tags.parameter_end,))
         except Malformed as exc:
             return (yield from self._skip(self._malformed(str(exc)), name))
         except Truncated:

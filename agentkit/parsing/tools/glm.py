@@ -31,15 +31,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from agentkit.parsing._base import CallStart, JSONSchema, ToolSection, ToolSyntax
-from agentkit.parsing.tools._xml_values import (
-    ArgumentsWriter,
-    Malformed,
-    Parse,
-    SectionCursor,
-    Truncated,
-    json_text,
-    parameter_types,
-)
+from agentkit.parsing.tools._cursor import Malformed, Parse, SectionCursor, Truncated
+from agentkit.parsing.tools._xml_values import ArgumentsWriter, json_text, parameter_types
 from agentkit.transcript import ToolCallBlock
 
 __all__ = ["GLM45", "GLM47", "GlmToolSyntax"]
@@ -137,11 +130,7 @@ class _GlmSection(SectionCursor):
                     found = self.found_instead((VALUE,))
                     raise Malformed(f"expected {VALUE} after {KEY}{key}{KEY_END}, found {found!r}")
                 where = f"the value of argument {key!r}, before {VALUE_END}"
-                self.emit_arguments(writer.start(key, parameter_types(schema, key)))
-                yield from self.pass_through(
-                    (VALUE_END,), lambda chunk: self.emit_arguments(writer.add(chunk))
-                )
-                self.emit_arguments(writer.end())
+                yield from self.read_value(writer, key, parameter_types(schema, key), (VALUE_END,))
             self.emit_arguments(writer.close())
             self.end_call(writer.arguments, name=name)
         except Malformed as exc:

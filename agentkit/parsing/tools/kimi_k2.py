@@ -10,24 +10,22 @@ call's id: it is kept as the call id, because the model refers to its results by
 is the part between ``functions.`` and the last ``:``. Tolerated: the singular
 ``<|tool_call_section_begin|>`` / ``_end`` markers, a header without the ``functions.`` prefix
 (kept as the id when it still ends in ``:IDX``), a header without an index (the driver then
-assigns an id). Parsing is :class:`~agentkit.parsing.tools.deepseek.DelimitedCallSection`.
+assigns an id). Parsing is :mod:`._delimited`'s, as for DeepSeek-V3.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
 
-from agentkit.parsing._base import JSONSchema, ToolSection, ToolSyntax
-from agentkit.parsing.tools.deepseek import (
+from agentkit.parsing.tools._delimited import (
     CallGrammar,
-    DelimitedCallSection,
+    DelimitedToolSyntax,
     MalformedHeader,
     dump_arguments,
 )
 from agentkit.transcript import ToolCallBlock
 
-__all__ = ["KIMI_K2", "KimiK2ToolSyntax"]
+__all__ = ["KIMI_K2"]
 
 SECTION_BEGIN = "<|tool_calls_section_begin|>"
 SECTION_END = "<|tool_calls_section_end|>"
@@ -52,35 +50,9 @@ def _header(header: str) -> tuple[str, str | None]:
     return name, call_id or None
 
 
-_GRAMMAR = CallGrammar(
-    call_begin=CALL_BEGIN,
-    call_end=CALL_END,
-    section_ends=(SECTION_END, SECTION_END_SINGULAR),
-    header_end=ARGUMENT_BEGIN,
-    parse_header=_header,
-    shape=(
-        "Write each call as: the call begin token, functions.NAME:INDEX, the argument begin "
-        "token, the arguments as one JSON object, then the call end token."
-    ),
-)
-
-
-class KimiK2ToolSyntax(ToolSyntax):
-    """Kimi K2: ``functions.NAME:IDX`` + JSON arguments per call, in one section."""
-
-    name = "kimi_k2"
-    start_markers = (SECTION_BEGIN, SECTION_BEGIN_SINGULAR)
-
-    def new_section(self, start_marker: str, schemas: Mapping[str, JSONSchema]) -> ToolSection:
-        return DelimitedCallSection(_GRAMMAR)
-
-    def render(self, calls: Sequence[ToolCallBlock]) -> str:
-        body = "".join(
-            f"{CALL_BEGIN}{_call_id(call, i)}{ARGUMENT_BEGIN}{dump_arguments(call.arguments)}"
-            f"{CALL_END}"
-            for i, call in enumerate(calls)
-        )
-        return f"{SECTION_BEGIN}{body}{SECTION_END}"
+def _call(call: ToolCallBlock, index: int) -> str:
+    call_id = _call_id(call, index)
+    return f"{CALL_BEGIN}{call_id}{ARGUMENT_BEGIN}{dump_arguments(call.arguments)}{CALL_END}"
 
 
 def _call_id(call: ToolCallBlock, index: int) -> str:
@@ -91,4 +63,20 @@ def _call_id(call: ToolCallBlock, index: int) -> str:
     return f"{_PREFIX}{call.name}:{index}"
 
 
-KIMI_K2 = KimiK2ToolSyntax()
+KIMI_K2 = DelimitedToolSyntax(
+    "kimi_k2",
+    CallGrammar(
+        section_begins=(SECTION_BEGIN, SECTION_BEGIN_SINGULAR),
+        section_ends=(SECTION_END, SECTION_END_SINGULAR),
+        call_begin=CALL_BEGIN,
+        call_end=CALL_END,
+        header_end=ARGUMENT_BEGIN,
+        parse_header=_header,
+        shape=(
+            "Write each call as: the call begin token, functions.NAME:INDEX, the argument "
+            "begin token, the arguments as one JSON object, then the call end token."
+        ),
+    ),
+    _call,
+)
+"""Kimi K2: ``functions.NAME:IDX`` + JSON arguments per call, in one section."""
