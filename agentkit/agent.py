@@ -179,7 +179,8 @@ class AgentStream:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool | None:
-        assert self._task_group is not None and self._receive is not None
+        assert self._task_group is not None
+        assert self._receive is not None
         if not self._done:
             self._task_group.cancel_scope.cancel()
         try:
@@ -229,9 +230,9 @@ class AgentStream:
             message = await self._turn(turn, send, specs, schemas)
             if not message.tool_calls:
                 output_text = message.text
-                await send.send(RunComplete(
-                    turns=turn, output_text=output_text, transcript=self.transcript
-                ))
+                await send.send(
+                    RunComplete(turns=turn, output_text=output_text, transcript=self.transcript)
+                )
                 return RunResult(
                     transcript=self.transcript,
                     output_text=output_text,
@@ -298,12 +299,14 @@ class AgentStream:
             )
             self._usage.append(turn_usage)
             if failure is None:
-                await send.send(TurnComplete(
-                    turn=turn,
-                    finish_reason=finish_reason,
-                    tool_calls=len(message.tool_calls),
-                    usage=turn_usage,
-                ))
+                await send.send(
+                    TurnComplete(
+                        turn=turn,
+                        finish_reason=finish_reason,
+                        tool_calls=len(message.tool_calls),
+                        usage=turn_usage,
+                    )
+                )
         if tools.results:
             self.transcript.append(Message(role="tool", content=list(tools.results)))
         _log.info(

@@ -15,13 +15,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from agentkit.errors import ConfigurationError
-from agentkit.parsing import (
-    MarkerStreamParser,
-    ReasoningSyntax,
-    ToolSyntax,
-    get_reasoning_syntax,
-    get_tool_syntax,
-)
+from agentkit.parsing import create_parser
 from agentkit.profiles import get_profile, list_profiles
 from agentkit.transcript import ContentBlock, ReasoningBlock, TextBlock, ToolCallBlock
 
@@ -74,15 +68,13 @@ def _block_json(block: ContentBlock) -> dict[str, Any]:
 
 
 def _parse_command(args: argparse.Namespace) -> int:
-    reasoning: ReasoningSyntax | None = None
-    tools: ToolSyntax | None = None
+    reasoning: str | None = None
+    tools: str | None = None
     if args.profile:
         profile = get_profile(args.profile)
-        reasoning, tools = profile.reasoning_syntax, profile.tool_syntax
-    if args.reasoning_parser:
-        reasoning = get_reasoning_syntax(args.reasoning_parser)
-    if args.tool_parser:
-        tools = get_tool_syntax(args.tool_parser)
+        reasoning, tools = profile.reasoning, profile.tool_format
+    reasoning = args.reasoning_parser or reasoning
+    tools = args.tool_parser or tools
     if tools is None and reasoning is None:
         raise ConfigurationError("give --tool-parser, --reasoning-parser or --profile")
     schemas: dict[str, Any] = {}
@@ -94,7 +86,7 @@ def _parse_command(args: argparse.Namespace) -> int:
     source = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")  # noqa: SIM115
     with source:
         data = source.read()
-    parser = MarkerStreamParser(reasoning, tools, tool_schemas=schemas)
+    parser = create_parser(reasoning, tools, tool_schemas=schemas)
     kind, value = args.chunking
     for delta in _deltas(data, kind, value):
         parser.feed(delta)
@@ -121,22 +113,29 @@ def _profiles_command(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
         return 0
     for p in profiles:
-        print(f"{p.name:<14} reasoning={p.reasoning or '-':<12} tools={p.tool_format or '-':<12}"
-              f" {p.description}")
+        print(
+            f"{p.name:<14} reasoning={p.reasoning or '-':<12} tools={p.tool_format or '-':<12}"
+            f" {p.description}"
+        )
     return 0
 
 
 def _build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="agentkit", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="agentkit", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     commands = parser.add_subparsers(dest="command", required=True)
 
     parse = commands.add_parser("parse", help="parse raw model output into blocks (JSON)")
     parse.add_argument("--tool-parser", help="tool-call format, e.g. hermes, qwen3_coder")
     parse.add_argument("--reasoning-parser", help="reasoning format, e.g. think, deepseek_r1")
     parse.add_argument("--profile", help="take both parsers from a model profile")
-    parse.add_argument("--chunking", type=_chunking, default=("whole", 0),
-                       help="whole (default), bytes:N or random:SEED")
+    parse.add_argument(
+        "--chunking",
+        type=_chunking,
+        default=("whole", 0),
+        help="whole (default), bytes:N or random:SEED",
+    )
     parse.add_argument("--tools", help="JSON file of tool specs, for schema-typed formats")
     parse.add_argument("file", nargs="?", default="-", help="raw output file, or - for stdin")
     parse.set_defaults(handler=_parse_command)

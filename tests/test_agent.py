@@ -133,12 +133,15 @@ async def test_bad_model_output_becomes_error_results_and_the_run_goes_on() -> N
     assert assistant.raw == script[0]
     calls = assistant.tool_calls
     assert len(calls) == 5
-    assert calls[1].error is not None and calls[4].error is not None
+    assert calls[1].error is not None
+    assert calls[4].error is not None
     outcomes = [b for b in tools.content if isinstance(b, ToolResultBlock)]
     assert [r.call_id for r in outcomes] == [c.id for c in calls]
-    assert outcomes[0].content == "3" and not outcomes[0].is_error
+    assert outcomes[0].content == "3"
+    assert not outcomes[0].is_error
     assert all(r.is_error for r in outcomes[1:])
-    assert "subtract" in outcomes[2].content and "add" in outcomes[2].content
+    assert "subtract" in outcomes[2].content
+    assert "add" in outcomes[2].content
     assert "a" in outcomes[3].content
     assert result.output_text == "Recovered."
 
@@ -157,7 +160,8 @@ async def test_second_prompt_extends_first_prompt_with_the_exact_output() -> Non
     p1, p2 = (r.prompt for r in engine.requests)
     assert p2.startswith(p1 + first)
     assert "<tool_response>\nhi\n</tool_response>" in p2[len(p1) :]
-    assert "be brief" in p1 and '"name": "echo"' in p1
+    assert "be brief" in p1
+    assert '"name": "echo"' in p1
 
 
 async def test_max_turns_keeps_the_transcript() -> None:
@@ -196,9 +200,7 @@ async def test_engine_failure_mid_stream_keeps_what_was_produced() -> None:
         await agent.run("go")
     assert info.value.transcript is not None
     assistant = info.value.transcript.messages[-1]
-    assert assistant.content == [
-        ReasoningBlock(text="half a thought", raw="<think>half a thought")
-    ]
+    assert assistant.content == [ReasoningBlock(text="half a thought", raw="<think>half a thought")]
 
 
 async def test_leaving_the_stream_early_aborts_generation_and_tools() -> None:
@@ -272,7 +274,8 @@ async def test_tool_timeout_becomes_an_error_result() -> None:
     agent = agentkit.Agent(engine=ScriptedEngine([hermes("hang"), "gave up"]), tools=[hang])
     result = await agent.run("go")
     outcome = result.transcript.messages[2].content[0]
-    assert isinstance(outcome, ToolResultBlock) and outcome.is_error
+    assert isinstance(outcome, ToolResultBlock)
+    assert outcome.is_error
     assert "timed out" in outcome.content or "timeout" in outcome.content.lower()
 
 

@@ -42,7 +42,8 @@ async def test_streams_each_output_in_order_then_fails_clearly() -> None:
     engine = ScriptedEngine(["hello world", ["a", "b"]])
     first = await collect(engine)
     assert "".join(c.text for c in first) == "hello world"
-    assert first[-1].finish_reason == "stop" and first[-1].usage is not None
+    assert first[-1].finish_reason == "stop"
+    assert first[-1].usage is not None
     second = await collect(engine)
     assert [c.text for c in second[:-1]] == ["a", "b"]
     assert engine.remaining == 0
@@ -54,9 +55,13 @@ async def test_streams_each_output_in_order_then_fails_clearly() -> None:
 async def test_failure_mid_stream_is_an_engine_error() -> None:
     engine = ScriptedEngine([["ok", ValueError("boom"), "never"]])
     got: list[str] = []
-    with pytest.raises(EngineError, match="boom"):
+
+    async def drain() -> None:
         async for chunk in engine.generate(GenerationRequest(prompt="p")):
             got.append(chunk.text)
+
+    with pytest.raises(EngineError, match="boom"):
+        await drain()
     assert got == ["ok"]
 
 

@@ -60,8 +60,16 @@ def test_interleaved_blocks_keep_their_order() -> None:
     ]
     message = Message(role="assistant", content=content)
     restored = Message.model_validate_json(message.model_dump_json())
-    assert [b.type for b in restored.content] == ["reasoning", "tool_call", "reasoning", "tool_call"]
-    assert restored.raw == "<think>r0</think><tool_call>a</tool_call><think>r1</think><tool_call>b</tool_call>"
+    assert [b.type for b in restored.content] == [
+        "reasoning",
+        "tool_call",
+        "reasoning",
+        "tool_call",
+    ]
+    assert (
+        restored.raw
+        == "<think>r0</think><tool_call>a</tool_call><think>r1</think><tool_call>b</tool_call>"
+    )
     assert [c.id for c in restored.tool_calls] == ["c0", "c1"]
 
 

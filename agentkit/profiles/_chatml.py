@@ -55,9 +55,7 @@ def _xml_function(spec: ToolSpec) -> str:
             parts.append(f"<type>{schema['type']}</type>")
         if schema.get("description"):
             parts.append(f"<description>{schema['description'].strip()}</description>")
-        extra = {
-            k: v for k, v in schema.items() if k not in {"type", "description", "title"}
-        }
+        extra = {k: v for k, v in schema.items() if k not in {"type", "description", "title"}}
         if extra:
             parts.append(f"<schema>{json.dumps(extra, ensure_ascii=False)}</schema>")
         if key in required:
@@ -116,7 +114,9 @@ class ChatMLTemplate:
         if messages and messages[0].role == "system":
             system = messages.pop(0).text
         if tools:
-            system = f"{system}\n\n{self.tools_section(tools)}" if system else self.tools_section(tools)
+            system = (
+                f"{system}\n\n{self.tools_section(tools)}" if system else self.tools_section(tools)
+            )
         if system:
             out.append(f"{IM_START}system\n{system}{IM_END}\n")
         i = 0
@@ -125,13 +125,9 @@ class ChatMLTemplate:
             if message.role == "tool":
                 results: list[ToolResultBlock] = []
                 while i < len(messages) and messages[i].role == "tool":
-                    results.extend(
-                        b for b in messages[i].content if isinstance(b, ToolResultBlock)
-                    )
+                    results.extend(b for b in messages[i].content if isinstance(b, ToolResultBlock))
                     i += 1
-                body = "\n".join(
-                    f"<tool_response>\n{r.content}\n</tool_response>" for r in results
-                )
+                body = "\n".join(f"<tool_response>\n{r.content}\n</tool_response>" for r in results)
                 out.append(f"{IM_START}user\n{body}{IM_END}\n")
                 continue
             if message.role == "assistant":

@@ -8,10 +8,10 @@ from typing import Any, Protocol
 
 from agentkit.parsing import (
     CallsInReasoning,
-    MarkerStreamParser,
     ReasoningSyntax,
     StreamParser,
     ToolSyntax,
+    create_parser,
     get_reasoning_syntax,
     get_tool_syntax,
 )
@@ -62,11 +62,13 @@ class Profile:
     def tool_syntax(self) -> ToolSyntax | None:
         return get_tool_syntax(self.tool_format) if self.tool_format else None
 
-    def new_parser(self, tool_schemas: Mapping[str, Mapping[str, Any]] | None = None) -> StreamParser:
+    def new_parser(
+        self, tool_schemas: Mapping[str, Mapping[str, Any]] | None = None
+    ) -> StreamParser:
         """A fresh incremental parser for one assistant turn of this model."""
-        return MarkerStreamParser(
-            self.reasoning_syntax,
-            self.tool_syntax,
+        return create_parser(
+            self.reasoning,
+            self.tool_format,
             tool_schemas=dict(tool_schemas or {}),
             calls_in_reasoning=self.calls_in_reasoning,
         )
