@@ -67,6 +67,25 @@ def _block_json(block: ContentBlock) -> dict[str, Any]:
     raise TypeError(f"unexpected block in model output: {block.type}")
 
 
+def _load_tool_schemas(path: str) -> dict[str, Any]:
+    """Tool name -> parameters schema, from a JSON list of tool specs (OpenAI-style
+    ``{"type": "function", "function": {...}}`` or bare ``{"name": ..., "parameters": ...}``)."""
+    with open(path, encoding="utf-8") as f:
+        try:
+            specs = json.load(f)
+        except ValueError as error:
+            raise ConfigurationError(f"--tools {path}: not valid JSON: {error}") from None
+    schemas: dict[str, Any] = {}
+    for spec in specs if isinstance(specs, list) else [None]:
+        function = spec.get("function", spec) if isinstance(spec, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            raise ConfigurationError(
+                f'--tools {path}: expected a JSON list of tool specs, each with a "name"'
+            )
+        schemas[function["name"]] = function.get("parameters", {})
+    return schemas
+
+
 def _parse_command(args: argparse.Namespace) -> int:
     reasoning: str | None = None
     tools: str | None = None
@@ -77,16 +96,11 @@ def _parse_command(args: argparse.Namespace) -> int:
     tools = args.tool_parser or tools
     if tools is None and reasoning is None:
         raise ConfigurationError("give --tool-parser, --reasoning-parser or --profile")
-    schemas: dict[str, Any] = {}
-    if args.tools:
-        with open(args.tools, encoding="utf-8") as f:
-            for spec in json.load(f):
-                function = spec.get("function", spec)
-                schemas[function["name"]] = function.get("parameters", {})
+    schemas = _load_tool_schemas(args.tools) if args.tools else {}
+    parser = create_parser(reasoning, tools, tool_schemas=schemas)
     source = sys.stdin.buffer if args.file == "-" else open(args.file, "rb")  # noqa: SIM115
     with source:
         data = source.read()
-    parser = create_parser(reasoning, tools, tool_schemas=schemas)
     kind, value = args.chunking
     for delta in _deltas(data, kind, value):
         parser.feed(delta)
