@@ -11,6 +11,7 @@ from agentkit.agent import AgentStream as AgentStream
 from agentkit.agent import RunResult as RunResult
 from agentkit.agent import RunUsage as RunUsage
 from agentkit.engine import ScriptedEngine as ScriptedEngine
+from agentkit.engine import VLLMEngine as VLLMEngine
 from agentkit.errors import AgentkitError as AgentkitError
 from agentkit.errors import ConfigurationError as ConfigurationError
 from agentkit.errors import EngineError as EngineError
@@ -50,6 +51,7 @@ __all__ = [
     "ToolError",
     "ToolResultBlock",
     "Transcript",
+    "VLLMEngine",
     "__version__",
     "get_profile",
     "tool",

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Set up, then run every check: lint, types, and each test suite.
 # Usage: bash scripts/test.sh [fast|all]   (default: all)
-#   fast  lint + types + the fast unit/property suite (seconds)
-#   all   fast, then the slow suites (real engine, real clients) that exist
+#   fast  lint + strict types + the fast unit/property suite
+#   all   fast, then the slow suite on the real vLLM engine (CPU build, installed here:
+#         a few minutes the first time) and the end-to-end client suite where it exists
 set -euo pipefail
 cd "$(dirname "$0")/.."
 suite="${1:-all}"
@@ -16,19 +17,21 @@ echo "== mypy (strict)"
 echo "== pytest: fast suite"
 .venv/bin/pytest -q -p no:cacheprovider
 
-if [ "$suite" = "all" ]; then
-    for marker in slow e2e; do
-        # A marker with no tests yet is skipped here; pytest exit code 5 ("no tests")
-        # is only tolerated for these optional suites, never for the fast suite above.
-        set +e
-        .venv/bin/pytest -q -p no:cacheprovider -m "$marker" --co >/dev/null 2>&1
-        collected=$?
-        set -e
-        if [ "$collected" -eq 5 ]; then
-            echo "== pytest -m $marker: no tests in this suite yet"
-            continue
-        fi
-        echo "== pytest -m $marker"
-        .venv/bin/pytest -q -p no:cacheprovider -m "$marker"
-    done
-fi
+[ "$suite" = "all" ] || exit 0
+
+echo "== installing the vLLM CPU engine (extra 'cpu')"
+bash scripts/setup.sh dev,cpu
+for marker in slow e2e; do
+    # pytest exits with 5 when a marker selects no test: tolerated only for a suite that has
+    # no tests yet, never for the fast suite above.
+    set +e
+    .venv/bin/pytest -q -p no:cacheprovider -m "$marker" --co >/dev/null 2>&1
+    collected=$?
+    set -e
+    if [ "$collected" -eq 5 ]; then
+        echo "== pytest -m $marker: this suite has no tests yet"
+        continue
+    fi
+    echo "== pytest -m $marker"
+    .venv/bin/pytest -q -p no:cacheprovider -m "$marker"
+done

@@ -1,4 +1,7 @@
-"""Engines: where model output comes from."""
+"""Engines: where model output comes from.
+
+``VLLMEngine`` imports vLLM only when it starts, so this package imports without it.
+"""
 
 from agentkit.engine._base import Engine as Engine
 from agentkit.engine._base import FinishReason as FinishReason
@@ -8,6 +11,7 @@ from agentkit.engine._base import Usage as Usage
 from agentkit.engine._scripted import ScriptedEngine as ScriptedEngine
 from agentkit.engine._scripted import ScriptedOutput as ScriptedOutput
 from agentkit.engine._scripted import split_pseudo_tokens as split_pseudo_tokens
+from agentkit.engine._vllm import VLLMEngine as VLLMEngine
 
 __all__ = [
     "Engine",
@@ -17,5 +21,6 @@ __all__ = [
     "ScriptedEngine",
     "ScriptedOutput",
     "Usage",
+    "VLLMEngine",
     "split_pseudo_tokens",
 ]
