@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import aclosing
 from types import TracebackType
 from typing import Any
@@ -21,6 +21,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentkit._logging import get_logger
+from agentkit._prompt import PromptBuilder
 from agentkit.engine import Engine, GenerationRequest, Usage
 from agentkit.errors import AgentkitError, EngineError, MaxTurnsExceeded, RunError
 from agentkit.events import (
@@ -35,7 +36,10 @@ from agentkit.profiles import Profile, get_profile
 from agentkit.tools import Dispatcher, Tool, ToolRegistry
 from agentkit.transcript import Message, TextBlock, Transcript
 
-__all__ = ["Agent", "AgentStream", "RunResult", "RunUsage"]
+__all__ = ["Agent", "AgentStream", "RequestOptions", "RunResult", "RunUsage"]
+
+RequestOptions = Mapping[str, Any] | Callable[[int, Transcript], Mapping[str, Any]]
+"""Per-request backend options: a fixed mapping, or ``f(turn, transcript) -> mapping``."""
 
 _log = get_logger("agentkit.agent")
 
@@ -84,6 +88,9 @@ class Agent:
         max_tokens: output token limit per turn.
         tool_timeout: seconds a tool may run (a tool's own ``timeout`` wins).
         max_concurrency: how many tools may run at once (``None``: no limit).
+        request_options: backend options for every request (``GenerationRequest.extra``:
+            structured outputs, logit bias, priority, seed, ...), or a function of the turn
+            number and the transcript that returns them, for options that vary per turn.
     """
 
     def __init__(
@@ -98,6 +105,7 @@ class Agent:
         temperature: float | None = None,
         tool_timeout: float | None = 60.0,
         max_concurrency: int | None = None,
+        request_options: RequestOptions | None = None,
     ) -> None:
         if max_turns < 1:
             raise ValueError("max_turns must be at least 1")
@@ -108,6 +116,7 @@ class Agent:
         self.max_turns = max_turns
         self.max_tokens = max_tokens
         self.temperature = temperature
+        self.request_options = request_options
         self.dispatcher = Dispatcher(
             self.registry, timeout=tool_timeout, max_concurrency=max_concurrency
         )
@@ -155,6 +164,7 @@ class AgentStream:
         self._task_group: TaskGroup | None = None
         self._receive: MemoryObjectReceiveStream[AgentEvent] | None = None
         self._done = False
+        self._prompts = PromptBuilder(agent.profile, agent.engine, agent.registry.specs())
 
     @property
     def result(self) -> RunResult:
@@ -224,10 +234,9 @@ class AgentStream:
 
     async def _loop(self, send: MemoryObjectSendStream[AgentEvent]) -> RunResult:
         agent = self._agent
-        specs = agent.registry.specs()
         schemas = agent.registry.schemas()
         for turn in range(1, agent.max_turns + 1):
-            message = await self._turn(turn, send, specs, schemas)
+            message = await self._turn(turn, send, schemas)
             if not message.tool_calls:
                 output_text = message.text
                 await send.send(
@@ -245,7 +254,6 @@ class AgentStream:
         self,
         turn: int,
         send: MemoryObjectSendStream[AgentEvent],
-        specs: Sequence[dict[str, Any]],
         schemas: dict[str, dict[str, Any]],
     ) -> Message:
         """One model request and its tools. Returns the assistant message it produced."""
@@ -253,12 +261,18 @@ class AgentStream:
         started = time.perf_counter()
         profile = agent.profile
         parser = profile.new_parser(schemas)
+        prompt, prompt_ids = self._prompts.next_prompt(self.transcript)
+        options = agent.request_options
+        if callable(options):
+            options = options(turn, self.transcript)
         request = GenerationRequest(
-            prompt=profile.render(self.transcript, specs),
+            prompt=prompt,
+            prompt_token_ids=prompt_ids,
             max_tokens=agent.max_tokens,
             temperature=agent.temperature,
             stop=profile.stop,
             request_id=f"{self.run_id}-{turn}",
+            extra=dict(options or {}),
         )
         token_ids: list[int] = []
         usage = Usage()
@@ -291,6 +305,7 @@ class AgentStream:
                 role="assistant", content=list(parser.blocks), token_ids=token_ids or None
             )
             self.transcript.append(message)
+            self._prompts.record(self.transcript, message)
             turn_usage = TurnUsage(
                 prompt_tokens=usage.prompt_tokens,
                 cached_prompt_tokens=usage.cached_prompt_tokens,

@@ -119,6 +119,30 @@ class ChatMLTemplate:
             )
         if system:
             out.append(f"{IM_START}system\n{system}{IM_END}\n")
+        self._messages(messages, out)
+        if add_generation_prompt:
+            out.append(f"{IM_START}assistant\n")
+        return "".join(out)
+
+    @property
+    def assistant_end(self) -> str:
+        """What follows an assistant message's content: the stop token and a newline."""
+        return f"{IM_END}\n"
+
+    def render_continuation(self, transcript: Transcript, start: int) -> str:
+        """The text of ``transcript.messages[start:]`` and the generation prompt, for a prompt
+        whose earlier part (up to the end of an assistant message) is already built.
+
+        ``render(t) == render(t_prefix) + raw + assistant_end + render_continuation(t, n)``
+        whenever message ``n - 1`` is an assistant message generated here; the cost is
+        proportional to the new messages, not to the history.
+        """
+        out: list[str] = []
+        self._messages(transcript.messages[start:], out)
+        out.append(f"{IM_START}assistant\n")
+        return "".join(out)
+
+    def _messages(self, messages: Sequence[Message], out: list[str]) -> None:
         i = 0
         while i < len(messages):
             message = messages[i]
@@ -131,13 +155,10 @@ class ChatMLTemplate:
                 out.append(f"{IM_START}user\n{body}{IM_END}\n")
                 continue
             if message.role == "assistant":
-                out.append(f"{IM_START}assistant\n{self._assistant(message)}{IM_END}\n")
+                out.append(f"{IM_START}assistant\n{self._assistant(message)}{self.assistant_end}")
             else:
                 out.append(f"{IM_START}{message.role}\n{message.text}{IM_END}\n")
             i += 1
-        if add_generation_prompt:
-            out.append(f"{IM_START}assistant\n")
-        return "".join(out)
 
     def _assistant(self, message: Message) -> str:
         raw = message.raw

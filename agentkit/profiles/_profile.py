@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from agentkit.parsing import (
     CallsInReasoning,
@@ -17,7 +17,7 @@ from agentkit.parsing import (
 )
 from agentkit.transcript import Transcript
 
-__all__ = ["ChatTemplate", "Profile", "ToolSpec"]
+__all__ = ["ChatTemplate", "IncrementalTemplate", "Profile", "ToolSpec"]
 
 ToolSpec = Mapping[str, Any]
 """A tool as the model is told about it: ``{"type": "function", "function": {"name",
@@ -34,6 +34,24 @@ class ChatTemplate(Protocol):
         *,
         add_generation_prompt: bool = True,
     ) -> str: ...
+
+
+@runtime_checkable
+class IncrementalTemplate(ChatTemplate, Protocol):
+    """A template that can extend a prompt instead of rendering it again.
+
+    This is what exact replay at the token level needs: the next prompt is the previous
+    prompt's token ids, the ids the model generated, and the tokens of only the new text.
+    """
+
+    @property
+    def assistant_end(self) -> str:
+        """The text that closes an assistant message (its stop string first)."""
+        ...
+
+    def render_continuation(self, transcript: Transcript, start: int) -> str:
+        """Messages ``start:`` and the generation prompt, after a closed assistant message."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)

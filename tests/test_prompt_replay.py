@@ -1,0 +1,119 @@
+"""Exact replay at the token level: each prompt extends the previous prompt and output."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncGenerator, Sequence
+
+import pytest
+
+import agentkit
+from agentkit.engine import GenerationChunk, GenerationRequest, ScriptedEngine, Usage
+from agentkit.profiles import get_profile
+from agentkit.transcript import Transcript
+
+pytestmark = pytest.mark.anyio
+
+SPECIAL = {"<|im_start|>": 1_000_001, "<|im_end|>": 1_000_002}
+_SPLIT = re.compile("(" + "|".join(re.escape(s) for s in SPECIAL) + ")")
+EOS = SPECIAL["<|im_end|>"]
+
+
+def encode(text: str) -> list[int]:
+    """A character-level tokenizer whose special tokens are single ids."""
+    ids: list[int] = []
+    for piece in _SPLIT.split(text):
+        ids.extend([SPECIAL[piece]] if piece in SPECIAL else [ord(c) for c in piece])
+    return ids
+
+
+def decode(ids: Sequence[int]) -> str:
+    names = {v: k for k, v in SPECIAL.items()}
+    return "".join(names.get(i) or chr(i) for i in ids)
+
+
+class TokenEngine:
+    """Streams scripted outputs with token ids; ends with the EOS id unless told it ran out."""
+
+    def __init__(self, outputs: list[tuple[str, str]]) -> None:
+        self.outputs = outputs
+        self.requests: list[GenerationRequest] = []
+
+    def encode(self, text: str) -> list[int]:
+        return encode(text)
+
+    async def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationChunk, None]:
+        self.requests.append(request)
+        text, finish = self.outputs[len(self.requests) - 1]
+        for piece in ScriptedEngine([text])._outputs[0].chunks:
+            assert isinstance(piece, str)
+            yield GenerationChunk(text=piece, token_ids=encode(piece))
+        # Like vLLM: the EOS id is in the token ids, its text is not.
+        tail = [EOS] if finish == "stop" else []
+        yield GenerationChunk(text="", token_ids=tail, finish_reason="stop", usage=Usage())
+
+
+def hermes(name: str, **arguments: object) -> str:
+    return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
+
+
+@agentkit.tool
+def lookup(key: str) -> str:
+    """Look a key up."""
+    return f"value of {key}"
+
+
+async def test_each_prompt_is_the_previous_prompt_plus_the_generated_tokens() -> None:
+    outputs = [
+        ("<think>\nfirst\n</think>\n\n" + hermes("lookup", key="a"), "stop"),
+        ("<think>second</think>" + hermes("lookup", key="b"), "length"),  # no EOS generated
+        ("Both looked up.", "stop"),
+    ]
+    engine = TokenEngine(outputs)
+    agent = agentkit.Agent(engine=engine, tools=[lookup], system="sys")
+    result = await agent.run("look a and b up")
+
+    r1, _, r3 = engine.requests
+    for request in engine.requests:
+        assert request.prompt_token_ids is not None
+        # The ids spell the same text that the template renders for the whole history.
+        assert decode(request.prompt_token_ids) == request.prompt
+    ids1, ids2, ids3 = (list(r.prompt_token_ids or []) for r in engine.requests)
+    out1 = [*encode(outputs[0][0]), EOS]
+    assert ids2[: len(ids1) + len(out1)] == ids1 + out1
+    out2 = encode(outputs[1][0])  # stopped without EOS: the prompt closes the message itself
+    assert ids3[: len(ids2) + len(out2)] == ids2 + out2
+    assert decode(ids3[len(ids2) + len(out2) :]).startswith("<|im_end|>\n<|im_start|>user\n")
+    # And the incrementally built text is exactly the template's full rendering.
+    before_last_turn = Transcript(messages=result.transcript.messages[:-1])
+    template_text = get_profile("qwen3").render(before_last_turn, agent.registry.specs())
+    assert r3.prompt == template_text
+    assert r1.prompt.startswith("<|im_start|>system\nsys")
+
+
+async def test_engines_without_a_tokenizer_get_text_prompts() -> None:
+    engine = ScriptedEngine([hermes("lookup", key="a"), "done"])
+    agent = agentkit.Agent(engine=engine, tools=[lookup])
+    await agent.run("go")
+    assert all(r.prompt_token_ids is None for r in engine.requests)
+    p1, p2 = (r.prompt for r in engine.requests)
+    assert p2.startswith(p1)
+
+
+async def test_request_options_reach_the_engine_per_turn() -> None:
+    engine = ScriptedEngine([hermes("lookup", key="a"), "done"])
+    seen: list[int] = []
+
+    def options(turn: int, transcript: Transcript) -> dict[str, object]:
+        seen.append(len(transcript.messages))
+        return {"seed": turn}
+
+    agent = agentkit.Agent(engine=engine, tools=[lookup], request_options=options)
+    await agent.run("go")
+    assert [r.extra for r in engine.requests] == [{"seed": 1}, {"seed": 2}]
+    assert seen == [1, 3]
+
+    fixed = ScriptedEngine(["ok"])
+    await agentkit.Agent(engine=fixed, request_options={"priority": 5}).run("go")
+    assert fixed.requests[0].extra == {"priority": 5}
