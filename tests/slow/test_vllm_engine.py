@@ -42,8 +42,14 @@ class ForcedEngine:
         self.chunks = 0
         self.turn_chunks: list[int] = []
         """Chunks streamed when each request's stream ended."""
+        self.requests: list[GenerationRequest] = []
+
+    def encode(self, text: str) -> list[int]:
+        """The inner engine's tokenizer: the agent builds token-exact prompts with it."""
+        return self.inner.encode(text)
 
     async def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationChunk, None]:
+        self.requests.append(request)
         extra = {**request.extra, **forced(self.outputs.pop(0), self.marker_ids)}
         request = dataclasses.replace(request, extra=extra)
         async with aclosing(self.inner.generate(request)) as chunks:
@@ -108,14 +114,17 @@ async def test_interleaved_turn_dispatches_each_tool_as_its_call_completes(
     assert all(isinstance(b, ToolResultBlock) for b in result.transcript.messages[2].content)
     assert result.output_text == "done"
 
-    # The engine reports real usage; turn 2's prompt starts with turn 1's prompt, so at least
-    # every complete KV block of turn 1's prompt is served from the prefix cache.
+    # Exact replay: turn 2's prompt is turn 1's prompt ids + the generated ids + new tokens,
+    # so every complete KV block of turn 1's prompt and output is served from the cache.
     block = engine.llm.vllm_config.cache_config.block_size
     one, two = result.usage.turns
     assert one.output_tokens == len(turn_one.token_ids)
     assert turn_one.token_ids[-1] == engine.tokenizer.eos_token_id
+    ids_one, ids_two = (list(r.prompt_token_ids or []) for r in forcing.requests)
+    shared = ids_one + list(turn_one.token_ids)
+    assert ids_two[: len(shared)] == shared
     assert two.prompt_tokens > one.prompt_tokens + one.output_tokens
-    assert two.cached_prompt_tokens >= one.prompt_tokens // block * block > 0
+    assert two.cached_prompt_tokens >= (len(shared) - 1) // block * block > 0
     assert one.time_to_first_token_s is not None
 
 
