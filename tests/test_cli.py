@@ -405,19 +405,21 @@ def test_a_missing_file_is_a_usage_error(
 def test_profiles_lists_the_catalog(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["profiles"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == len(list_profiles()) == 2
-    qwen3, coder = lines
+    assert len(lines) == len(list_profiles()) == 3
+    qwen3, coder, smollm2 = lines
     assert qwen3.split()[:3] == ["qwen3", "reasoning=think", "tools=hermes"]
     assert coder.split()[:3] == ["qwen3-coder", "reasoning=think", "tools=qwen3_coder"]
+    assert smollm2.split()[:3] == ["smollm2", "reasoning=-", "tools=hermes"]
 
 
 def test_profiles_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["profiles", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert [row["name"] for row in rows] == ["qwen3", "qwen3-coder"]
+    assert [row["name"] for row in rows] == ["qwen3", "qwen3-coder", "smollm2"]
     for row in rows:
         assert set(row) == {"name", "aliases", "reasoning_parser", "tool_parser", "description"}
-        assert row["reasoning_parser"] == "think"
+    assert [row["reasoning_parser"] for row in rows] == ["think", "think", None]
+    for row in rows:
         assert isinstance(row["aliases"], list)
         assert row["description"]
     assert rows[0]["tool_parser"] == "hermes"

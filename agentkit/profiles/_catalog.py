@@ -67,3 +67,14 @@ register_profile(
         aliases=("qwen3_coder", "Qwen/Qwen3-Coder"),
     )
 )
+register_profile(
+    Profile(
+        name="smollm2",
+        description="SmolLM2 Instruct (ChatML, no reasoning): Hermes JSON tool calls, prompted.",
+        template=ChatMLTemplate(get_tool_syntax("hermes"), hermes_tools_section),
+        reasoning=None,
+        tool_format="hermes",
+        stop=(IM_END,),
+        aliases=("smollm2-instruct", "HuggingFaceTB/SmolLM2"),
+    )
+)

