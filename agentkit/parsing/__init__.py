@@ -16,8 +16,8 @@ from agentkit.parsing._base import ToolSection as ToolSection
 from agentkit.parsing._base import ToolSyntax as ToolSyntax
 from agentkit.parsing._factory import create_parser as create_parser
 from agentkit.parsing._factory import stream_format_names as stream_format_names
+from agentkit.parsing._render import render_blocks as render_blocks
 from agentkit.parsing._stream import MarkerStreamParser as MarkerStreamParser
-from agentkit.parsing._stream import render_blocks as render_blocks
 from agentkit.parsing.reasoning import get_reasoning_syntax as get_reasoning_syntax
 from agentkit.parsing.tools import get_tool_syntax as get_tool_syntax
 

@@ -15,6 +15,10 @@ whole object (a format whose arguments *are* the object, as DeepSeek's and Kimi'
 control characters inside strings (a literal newline, which models often write) are reported
 escaped, so the reported text is strict JSON even when the model's text is only accepted by
 ``json.loads(strict=False)``.
+
+:class:`JsonObjectStream` wraps an echoing scanner for formats whose call arguments are one
+JSON object and nothing else (Mistral's ``[ARGS]{...}``, a Harmony message): it streams the
+object as argument deltas and decodes it once, when it is complete.
 """
 
 from __future__ import annotations
@@ -23,8 +27,9 @@ import json
 import re
 from collections.abc import Collection
 from dataclasses import dataclass, field
+from typing import Any
 
-__all__ = ["JsonObjectScanner", "MemberText", "ScanStep"]
+__all__ = ["JsonObjectScanner", "JsonObjectStream", "MemberText", "ScanStep"]
 
 _STRING_SPECIAL = re.compile(r'["\\\x00-\x1f]')
 _NESTED_SPECIAL = re.compile(r'[\[\]{}"<]')
@@ -244,3 +249,54 @@ class JsonObjectScanner:
         if self._member is not None and (self._chunk or complete):
             step.members.append(MemberText(self._member, "".join(self._chunk), complete))
             self._chunk.clear()
+
+
+class JsonObjectStream:
+    """One JSON object, fed in pieces: where it ends, and its text as argument deltas.
+
+    The deltas are the scanner's echo (raw control characters in strings escaped, so they join
+    into strict JSON), without the whitespace before the object. Each feed costs O(delta).
+    """
+
+    __slots__ = ("_begun", "_parts", "_pending", "_scanner")
+
+    def __init__(self, *, opened: bool = False) -> None:
+        self._scanner = JsonObjectScanner(echo=True)
+        self._parts: list[str] = []
+        self._pending = ""
+        self._begun = opened
+        if opened:  # the caller consumed the opening brace: it is the first delta
+            self._pending = self._scanner.feed("{").text
+            self._parts.append("{")
+
+    @property
+    def done(self) -> bool:
+        return self._scanner.done
+
+    @property
+    def error(self) -> str | None:
+        """Why the text is not a JSON object, once a character proved it."""
+        return self._scanner.error
+
+    def feed(self, text: str, pos: int) -> tuple[str, int]:
+        """Scan from ``pos``: the delta text, and where scanning stopped (just past the
+        closing brace, at the first character that cannot belong, or at the end)."""
+        start = pos
+        if not self._begun:
+            while pos < len(text) and text[pos].isspace():
+                pos += 1
+            self._begun = pos < len(text)
+        step = self._scanner.feed(text, pos)
+        stop = step.end if step.end >= 0 else step.failed_at if step.failed_at >= 0 else len(text)
+        self._parts.append(text[start:stop])
+        delta = self._pending + step.text
+        self._pending = ""
+        return delta, stop
+
+    def value(self) -> tuple[dict[str, Any], str | None]:
+        """The complete object, or an error."""
+        try:
+            value = json.loads("".join(self._parts), strict=False)
+        except json.JSONDecodeError as exc:
+            return {}, f"invalid JSON arguments: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+        return value, None

@@ -30,20 +30,16 @@ Rules worth knowing (they are the ones a transcript needs to replay a turn exact
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Literal, get_args
 
 from agentkit.errors import ConfigurationError
 from agentkit.events import (
     ParseEvent,
-    ReasoningComplete,
     ReasoningDelta,
-    TextComplete,
     TextDelta,
     ToolCallArgumentsDelta,
-    ToolCallComplete,
     ToolCallStarted,
 )
 from agentkit.parsing._base import (
@@ -58,16 +54,11 @@ from agentkit.parsing._base import (
     ToolSyntax,
 )
 from agentkit.parsing._markers import partial_suffix_len
-from agentkit.transcript import ContentBlock, ReasoningBlock, TextBlock, ToolCallBlock
+from agentkit.parsing._turn import TurnParser
 
-__all__ = ["MarkerStreamParser", "render_blocks"]
+__all__ = ["MarkerStreamParser"]
 
 _Mode = Literal["text", "reasoning", "tool"]
-_ModelBlock = ReasoningBlock | TextBlock | ToolCallBlock
-
-
-def _default_id() -> str:
-    return "call_" + uuid.uuid4().hex[:24]
 
 
 class _OpenBlock:
@@ -92,7 +83,7 @@ class _OpenCall:
         self.index = index
 
 
-class MarkerStreamParser:
+class MarkerStreamParser(TurnParser):
     """A :class:`~agentkit.parsing.StreamParser` for formats made of literal markers.
 
     ``tool_schemas`` maps tool names to JSON schemas, for tool formats whose argument values
@@ -113,11 +104,11 @@ class MarkerStreamParser:
                 f"calls_in_reasoning must be one of {get_args(CallsInReasoning)}, "
                 f"not {calls_in_reasoning!r}"
             )
+        super().__init__(id_factory)
         self._reasoning = reasoning
         self._tools = tools
         self._schemas = tool_schemas
         self._calls_in_reasoning = calls_in_reasoning
-        self._id_factory = id_factory or _default_id
         tool_markers = tools.start_markers if tools is not None else ()
         self._tool_markers = frozenset(tool_markers)
         self._text_markers = ((reasoning.start,) if reasoning else ()) + tool_markers
@@ -132,12 +123,7 @@ class MarkerStreamParser:
         self._mode: _Mode = "reasoning" if inside else "text"
         self._initial_inside = inside
         """Still at the start of a ``starts_inside`` output, where a start marker is raw."""
-        self._held = ""
-        self._pending: list[str] = []
-        """Formatting raw (whitespace between structures) owned by the next block."""
         self._open: _OpenBlock | None = None
-        self._blocks: list[_ModelBlock] = []
-        self._finished = False
 
         self._section: ToolSection | None = None
         self._section_prefix: str | None = None
@@ -146,23 +132,7 @@ class MarkerStreamParser:
         self._section_last: int | None = None
         self._call: _OpenCall | None = None
 
-    @property
-    def blocks(self) -> list[ContentBlock]:
-        return list(self._blocks)
-
-    def feed(self, delta: str) -> list[ParseEvent]:
-        self._check_live("feed")
-        out: list[ParseEvent] = []
-        if delta:
-            buf = self._held + delta
-            self._held = ""
-            self._run(buf, out)
-        return out
-
-    def finish(self) -> list[ParseEvent]:
-        self._check_live("finish")
-        self._finished = True
-        out: list[ParseEvent] = []
+    def _finish(self, out: list[ParseEvent]) -> None:
         if self._section is not None:
             step = self._section.finish()
             if not self._reject(step, out):
@@ -172,24 +142,6 @@ class MarkerStreamParser:
             self._content(self._held, out)
             self._held = ""
         self._close_block(out)
-        if self._pending:
-            extra = "".join(self._pending)
-            self._pending.clear()
-            if self._blocks:
-                last = self._blocks[-1]
-                self._blocks[-1] = last.model_copy(update={"raw": (last.raw or "") + extra})
-            else:  # whitespace-only output: keep it as text so that nothing is lost
-                out.append(TextDelta(index=0, text=extra))
-                out.append(TextComplete(index=0, text=extra))
-                self._blocks.append(TextBlock(text=extra, raw=extra))
-        return out
-
-    def _check_live(self, method: str) -> None:
-        if self._finished:
-            raise RuntimeError(
-                f"MarkerStreamParser.{method}() called after finish(): "
-                "a parser parses one model turn; create a new one for the next turn"
-            )
 
     # -- scanning ------------------------------------------------------------------------
 
@@ -343,14 +295,7 @@ class MarkerStreamParser:
         if block is None:
             return
         self._open = None
-        text = "".join(block.text)
-        raw = "".join(block.raw)
-        if block.kind == "text":
-            self._blocks.append(TextBlock(text=text, raw=raw))
-            out.append(TextComplete(index=block.index, text=text))
-        else:
-            self._blocks.append(ReasoningBlock(text=text, raw=raw))
-            out.append(ReasoningComplete(index=block.index, text=text))
+        self._add_content(block.kind, block.index, "".join(block.text), "".join(block.raw), out)
 
     # -- tool sections -------------------------------------------------------------------
 
@@ -446,21 +391,8 @@ class MarkerStreamParser:
                 f"with {self._reasoning.end} before calling a tool"
             )
             error = note if error is None else f"{note}; the call was also malformed: {error}"
-        block = ToolCallBlock(
-            id=call.id, name=call.name, arguments=end.arguments, raw=raw, error=error
-        )
         self._section_last = len(self._blocks)
-        self._blocks.append(block)
-        out.append(
-            ToolCallComplete(
-                index=call.index,
-                id=call.id,
-                name=call.name,
-                arguments=block.arguments,
-                raw=raw,
-                error=error,
-            )
-        )
+        self._add_call(call.index, call.id, call.name, end.arguments, raw, error, out)
 
     def _end_section(self) -> None:
         if self._section_prefix is not None:  # the section produced no call at all
@@ -470,54 +402,3 @@ class MarkerStreamParser:
         self._section = None
         self._section_prefix = None
         self._section_last = None
-
-
-def render_blocks(
-    blocks: Iterable[ContentBlock],
-    reasoning: ReasoningSyntax | None,
-    tools: ToolSyntax | None,
-    *,
-    exact: bool = True,
-) -> str:
-    """The model-format text of an assistant message's blocks.
-
-    With ``exact`` (the default), a block that remembers its ``raw`` text is rendered as that
-    text, byte for byte, so a replayed turn is exactly what the model produced. Other blocks
-    are rendered canonically: reasoning through ``reasoning.render``, consecutive tool calls
-    grouped into one ``tools.render``, text as is, with no separators added. Parsing the
-    canonical text gives back the same blocks (ignoring ``raw`` and call ids) as long as each
-    text is not empty, does not start with whitespace and contains no marker.
-    """
-    parts: list[str] = []
-    calls: list[ToolCallBlock] = []
-
-    def flush_calls() -> None:
-        if calls:
-            if tools is None:
-                raise ValueError("cannot render tool calls without a tool syntax")
-            parts.append(tools.render(calls))
-            calls.clear()
-
-    for block in blocks:
-        if (
-            exact
-            and isinstance(block, ReasoningBlock | TextBlock | ToolCallBlock)
-            and block.raw is not None
-        ):
-            flush_calls()
-            parts.append(block.raw)
-            continue
-        if isinstance(block, ToolCallBlock):
-            calls.append(block)
-            continue
-        flush_calls()
-        if isinstance(block, ReasoningBlock):
-            if reasoning is None:
-                raise ValueError("cannot render a reasoning block without a reasoning syntax")
-            parts.append(reasoning.render(block.text))
-        elif isinstance(block, TextBlock):
-            parts.append(block.text)
-        else:
-            raise ValueError(f"a {block.type} block is not part of a model's output")
-    flush_calls()
-    return "".join(parts)

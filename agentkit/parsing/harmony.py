@@ -34,23 +34,20 @@ from __future__ import annotations
 
 import json
 import re
-import uuid
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Literal
 
 from agentkit.events import (
     ParseEvent,
-    ReasoningComplete,
     ReasoningDelta,
-    TextComplete,
     TextDelta,
     ToolCallArgumentsDelta,
-    ToolCallComplete,
     ToolCallStarted,
 )
 from agentkit.parsing._base import JSONSchema
-from agentkit.parsing.tools.llama3 import JsonObjectStream
+from agentkit.parsing._json_stream import JsonObjectStream
+from agentkit.parsing._turn import TurnParser
 from agentkit.transcript import (
     ContentBlock,
     ReasoningBlock,
@@ -78,11 +75,7 @@ _Mode = Literal["header", "content", "args", "after_args", "skip", "between"]
 _Kind = Literal["reasoning", "text", "call"]
 
 
-def _default_id() -> str:
-    return "call_" + uuid.uuid4().hex[:24]
-
-
-class HarmonyParser:
+class HarmonyParser(TurnParser):
     """A :class:`~agentkit.parsing.StreamParser` for gpt-oss Harmony output.
 
     ``tool_schemas`` is accepted for parity with :class:`~agentkit.parsing.MarkerStreamParser`
@@ -95,13 +88,9 @@ class HarmonyParser:
         tool_schemas: Mapping[str, JSONSchema] = MappingProxyType({}),
         id_factory: Callable[[], str] | None = None,
     ) -> None:
+        super().__init__(id_factory)
         self._schemas = tool_schemas
-        self._id_factory = id_factory or _default_id
         self._mode: _Mode = "header"
-        self._held = ""
-        self._blocks: list[ReasoningBlock | TextBlock | ToolCallBlock] = []
-        self._pending: list[str] = []
-        """Formatting (whitespace, stray end markers) owned by the next block."""
         self._raw: list[str] = []
         self._header: list[str] = []
         self._header_size = 0
@@ -115,25 +104,8 @@ class HarmonyParser:
         self._args = JsonObjectStream()
         self._streamed = False
         self._error: str | None = None
-        self._finished = False
 
-    @property
-    def blocks(self) -> list[ContentBlock]:
-        return list(self._blocks)
-
-    def feed(self, delta: str) -> list[ParseEvent]:
-        self._check_live("feed")
-        out: list[ParseEvent] = []
-        if delta:
-            buf = self._held + delta
-            self._held = ""
-            self._run(buf, out)
-        return out
-
-    def finish(self) -> list[ParseEvent]:
-        self._check_live("finish")
-        self._finished = True
-        out: list[ParseEvent] = []
+    def _finish(self, out: list[ParseEvent]) -> None:
         if self._held and self._mode == "after_args":  # a cut-off <|call|>: forgiven
             self._raw.append(self._held)
         elif self._held:  # a partial marker that never completed is plain text
@@ -151,23 +123,6 @@ class HarmonyParser:
             self._close(out)
         elif mode == "after_args":  # the arguments are whole; only <|call|> is missing
             self._close(out)
-        if self._pending:
-            extra = "".join(self._pending)
-            self._pending.clear()
-            if self._blocks:
-                last = self._blocks[-1]
-                self._blocks[-1] = last.model_copy(update={"raw": (last.raw or "") + extra})
-            else:  # nothing but formatting: keep it as text so that nothing is lost
-                out += [TextDelta(index=0, text=extra), TextComplete(index=0, text=extra)]
-                self._blocks.append(TextBlock(text=extra, raw=extra))
-        return out
-
-    def _check_live(self, method: str) -> None:
-        if self._finished:
-            raise RuntimeError(
-                f"HarmonyParser.{method}() called after finish(): "
-                "a parser parses one model turn; create a new one for the next turn"
-            )
 
     # -- scanning ------------------------------------------------------------------------
 
@@ -352,13 +307,8 @@ class HarmonyParser:
         if mode in ("args", "after_args", "skip") and self._kind == "call":
             self._close_call(raw, out)
             return
-        text = "".join(self._text)
-        if self._kind == "reasoning":
-            self._blocks.append(ReasoningBlock(text=text, raw=raw))
-            out.append(ReasoningComplete(index=self._index, text=text))
-        else:
-            self._blocks.append(TextBlock(text=text, raw=raw))
-            out.append(TextComplete(index=self._index, text=text))
+        kind: Literal["text", "reasoning"] = "reasoning" if self._kind == "reasoning" else "text"
+        self._add_content(kind, self._index, "".join(self._text), raw, out)
 
     def _close_call(self, raw: str, out: list[ParseEvent]) -> None:
         arguments: dict[str, object] = {}
@@ -367,20 +317,7 @@ class HarmonyParser:
             arguments, error = self._args.value()
         if error is None and not self._streamed:
             out.append(ToolCallArgumentsDelta(index=self._index, id=self._call_id, delta="{}"))
-        block = ToolCallBlock(
-            id=self._call_id, name=self._name, arguments=arguments, raw=raw, error=error
-        )
-        self._blocks.append(block)
-        out.append(
-            ToolCallComplete(
-                index=self._index,
-                id=self._call_id,
-                name=self._name,
-                arguments=block.arguments,
-                raw=raw,
-                error=error,
-            )
-        )
+        self._add_call(self._index, self._call_id, self._name, arguments, raw, error, out)
 
 
 def render(blocks: Iterable[ContentBlock]) -> str:

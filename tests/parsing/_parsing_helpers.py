@@ -1,4 +1,5 @@
-"""Shared checks for the parser tests: run a parser over any split, rebuild blocks from events."""
+"""Shared checks for the parser tests: run a parser over any split, rebuild blocks from events,
+the standard corpus tests and the strategies they draw from."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+import pytest
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentkit.events import (
@@ -26,12 +29,15 @@ from agentkit.parsing import (
     CallsInReasoning,
     MarkerStreamParser,
     ReasoningSyntax,
+    StreamParser,
     ToolSyntax,
 )
 from agentkit.parsing._base import SectionEvent
 from agentkit.transcript import ContentBlock, ToolCallBlock
 
-ParserFactory = Callable[[], MarkerStreamParser]
+ParserFactory = Callable[[], StreamParser]
+Expected = list[dict[str, Any]]
+"""Blocks as :func:`content` shows them."""
 
 
 def factory(
@@ -43,7 +49,7 @@ def factory(
 ) -> ParserFactory:
     """A parser factory whose parsers number call ids ``call_0``, ``call_1``, ..."""
 
-    def make() -> MarkerStreamParser:
+    def make() -> StreamParser:
         ids = itertools.count()
         return MarkerStreamParser(
             reasoning,
@@ -65,9 +71,32 @@ def run(make: ParserFactory, chunks: Iterable[str]) -> tuple[list[ContentBlock],
     return parser.blocks, events
 
 
-def content(blocks: Sequence[ContentBlock]) -> list[dict[str, Any]]:
+def content(blocks: Sequence[ContentBlock]) -> Expected:
     """Blocks without ``raw`` and ids: what a render/parse round trip must preserve."""
     return [block.model_dump(exclude={"raw", "id", "signature"}) for block in blocks]
+
+
+def text_block(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+def reasoning_block(text: str) -> dict[str, Any]:
+    return {"type": "reasoning", "text": text}
+
+
+def tool_call(name: str, arguments: Any, error: str | None = None) -> dict[str, Any]:
+    return {"type": "tool_call", "name": name, "arguments": arguments, "error": error}
+
+
+def assert_content(blocks: Sequence[ContentBlock], expected: Expected) -> None:
+    """``content(blocks) == expected``, except that an expected call's ``error`` need only be
+    part of the actual one."""
+    got = content(blocks)
+    assert len(got) == len(expected), got
+    for block, want in zip(got, expected, strict=True):
+        if want.get("error") and want["error"] in (block.get("error") or ""):
+            block = {**block, "error": want["error"]}
+        assert block == want
 
 
 def rebuild(events: Sequence[ParseEvent]) -> list[dict[str, Any]]:
@@ -267,3 +296,89 @@ def _join_arguments(events: list[SectionEvent]) -> list[SectionEvent]:
 
 def calls(blocks: Sequence[ContentBlock]) -> list[ToolCallBlock]:
     return [b for b in blocks if isinstance(b, ToolCallBlock)]
+
+
+CHARS = st.characters(exclude_categories=["Cs"])
+"""Any character (but a lone surrogate, which no output can hold)."""
+
+ARGUMENT_KEYS = st.text(CHARS, max_size=8)
+ARGUMENT_VALUES = json_values(
+    st.text(CHARS, max_size=12), keys=st.text(max_size=6), integers=st.integers(-(10**12), 10**12)
+)
+
+
+def call_lists(
+    names: st.SearchStrategy[str],
+    values: st.SearchStrategy[Any] = ARGUMENT_VALUES,
+    keys: st.SearchStrategy[str] = ARGUMENT_KEYS,
+) -> st.SearchStrategy[list[ToolCallBlock]]:
+    """One to four calls, each with up to four arguments."""
+    call = st.builds(
+        lambda name, arguments: ToolCallBlock(id="x", name=name, arguments=arguments),
+        names,
+        st.dictionaries(keys, values, max_size=4),
+    )
+    return st.lists(call, min_size=1, max_size=4)
+
+
+def corpus_tests(
+    make: ParserFactory,
+    corpus: Mapping[str, tuple[str, Expected]],
+    *,
+    examples: int = 15,
+    partial_errors: bool = False,
+) -> tuple[Callable[..., None], Callable[..., None]]:
+    """The two tests of a corpus of ``name: (output, expected content)``: each output whole
+    and one character at a time, and each under ``examples`` random token-like splits. With
+    ``partial_errors``, an expected call's error need only be part of the actual one (see
+    :func:`assert_content`). Assign the tests to ``test_*`` names in the test module."""
+
+    def compare(blocks: list[ContentBlock], expected: Expected) -> None:
+        if partial_errors:
+            assert_content(blocks, expected)
+        else:
+            assert content(blocks) == expected
+
+    @pytest.mark.parametrize("name", list(corpus))
+    def whole_and_by_character(name: str) -> None:
+        output, expected = corpus[name]
+        compare(check(make, output), expected)
+
+    @pytest.mark.parametrize("name", list(corpus))
+    @settings(max_examples=examples, deadline=None)
+    @given(seed=st.integers(0, 2**32))
+    def random_splits(name: str, seed: int) -> None:
+        output, expected = corpus[name]
+        compare(check(make, output, seeded_splits(output, seed)), expected)
+
+    return whole_and_by_character, random_splits
+
+
+def soup_test(
+    make: ParserFactory,
+    pieces: Sequence[str],
+    *,
+    prefix: str = "",
+    max_size: int = 14,
+    examples: int = 200,
+) -> Callable[..., None]:
+    """A test that any output made of ``pieces`` (after ``prefix``) keeps every byte and
+    every invariant of :func:`check` under random token-like splits."""
+
+    @settings(max_examples=examples, deadline=None)
+    @given(soup=soups(pieces, max_size), seed=st.integers(0, 2**32))
+    def any_output_keeps_every_byte(soup: str, seed: int) -> None:
+        output = prefix + soup
+        check(make, output, seeded_splits(output, seed))
+
+    return any_output_keeps_every_byte
+
+
+def error_call(make: ParserFactory, output: str, message: str, name: str) -> ToolCallBlock:
+    """Parse ``output`` (see :func:`check`): it holds one call, an error the model can read
+    (containing ``message``) named ``name``, with no arguments."""
+    (call,) = calls(check(make, output))
+    assert call.error is not None
+    assert message in call.error
+    assert (call.name, call.arguments) == (name, {})
+    return call

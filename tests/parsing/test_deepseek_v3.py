@@ -4,10 +4,10 @@ parser driven directly, malformed and truncated calls, linear cost, render/parse
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import pytest
+from _linear_cost import WorkMeter, section_meter, stream_in_chunks
 from _parsing_helpers import (
     calls,
     check,
@@ -32,6 +32,7 @@ from agentkit.parsing import (
     render_blocks,
 )
 from agentkit.parsing._base import SectionEvent
+from agentkit.parsing._json_stream import JsonObjectScanner
 from agentkit.parsing.reasoning import DEEPSEEK_R1
 from agentkit.parsing.tools.deepseek import (
     CALL_BEGIN,
@@ -387,38 +388,42 @@ def test_any_output_is_owned_and_split_invariant(
 # -- cost ----------------------------------------------------------------------------------------
 
 
-def _feed_tail_cost(prefix_len: int) -> float:
-    """Seconds to feed 2,000 argument characters one at a time after ``prefix_len`` of them."""
-    value = ('x = "<tag>" + "\\\\" # ```\n' * (prefix_len // 20 + 200))[: prefix_len + 2_000]
-    output = section(v31("write_file", {"content": value}))
-    cut = len(output) - 2_100  # 2,000 argument characters before the call's end
-    best = float("inf")
-    for _ in range(3):
+def _meter(monkeypatch: pytest.MonkeyPatch) -> WorkMeter:
+    return section_meter(
+        monkeypatch,
+        DEEPSEEK_V31,
+        CALLS_BEGIN,
+        (JsonObjectScanner, "feed"),
+        # a section scans what it held back from the last feed and the new text
+        section_work=lambda section, text: len(section._held) + len(text),
+    )
+
+
+def test_cost_per_delta_does_not_grow_with_the_argument(monkeypatch: pytest.MonkeyPatch) -> None:
+    meter = _meter(monkeypatch)
+
+    def tail_work(prefix_len: int) -> int:
+        """Work to feed 2,000 argument characters one at a time after ``prefix_len``."""
+        value = ('x = "<tag>" + "\\\\" # ```\n' * (prefix_len // 20 + 200))[: prefix_len + 2_000]
+        output = section(v31("write_file", {"content": value}))
+        cut = len(output) - 2_100  # 2,000 argument characters before the call's end
         parser = V31()
         parser.feed(output[:cut])
-        start = time.perf_counter()
+        before = meter.total
         for ch in output[cut : cut + 2_000]:
             parser.feed(ch)
-        best = min(best, time.perf_counter() - start)
-        parser.finish()
-    return best
+        return meter.total - before
+
+    assert 0 < tail_work(64_000) == tail_work(1_000)
 
 
-def test_cost_per_delta_does_not_grow_with_the_argument() -> None:
-    assert _feed_tail_cost(64_000) < 3 * _feed_tail_cost(1_000) + 0.01
-
-
-def test_large_argument_streams_in_linear_time() -> None:
+def test_large_argument_streams_in_linear_time(monkeypatch: pytest.MonkeyPatch) -> None:
     value = ("def f():\n    return '\"<｜tool▁call▁end｜>\"' \\\\ 🌍\n" * 700)[:32_000]
     output = section(v31("write_file", {"content": value}))
-    chunks = [output[i : i + 3] for i in range(0, len(output), 3)]
-    start = time.perf_counter()
-    blocks, events = run(V31, chunks)
-    assert time.perf_counter() - start < 5
-    (call,) = calls(blocks)
+    streamed = stream_in_chunks(V31(), output, _meter(monkeypatch))
+    assert streamed.arguments == {"content": value}
+    (call,) = calls(streamed.blocks)
     assert call.arguments == {"content": value}
-    deltas = "".join(e.delta for e in events if isinstance(e, ToolCallArgumentsDelta))
-    assert json.loads(deltas) == {"content": value}
 
 
 # -- render / parse ------------------------------------------------------------------------------

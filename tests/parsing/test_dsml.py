@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
-import time
 from typing import Any
 
 import pytest
+from _linear_cost import section_meter, stream_in_chunks
 from _parsing_helpers import (
     TAG_PIECES,
     calls,
@@ -144,21 +143,19 @@ def test_call_starts_when_name_is_complete_and_strings_stream() -> None:
     assert streamed == "line 1\\nline"
 
 
-def test_large_value_streams_linearly() -> None:
+def test_large_value_streams_in_linear_time(monkeypatch: pytest.MonkeyPatch) -> None:
     value = ("x = '<tag>' + \"\\\\\" # </p\n" * 1500)[:30_000]
     output = section(invoke("write_file", ("content", value, True)))
-    parser = make()()
-    streamed: list[str] = []
-    start = time.perf_counter()
-    half = len(output) // 2
-    for ch in output[:half]:
-        streamed.extend(e.delta for e in parser.feed(ch) if isinstance(e, ToolCallArgumentsDelta))
-    assert len("".join(streamed)) > half - 200  # everything but the tag prefix already sent
-    for ch in output[half:]:
-        streamed.extend(e.delta for e in parser.feed(ch) if isinstance(e, ToolCallArgumentsDelta))
-    parser.finish()
-    assert time.perf_counter() - start < 5
-    assert json.loads("".join(streamed)) == {"content": value}
+    meter = section_meter(
+        monkeypatch,
+        DEEPSEEK_V32,
+        DEEPSEEK_V32.start_markers[0],
+        # a cursor scans what it kept from earlier feeds and the new text
+        section_work=lambda cursor, text: len(cursor._buf) - cursor._pos + len(text),
+    )
+    streamed = stream_in_chunks(make()(), output, meter, size=1)
+    assert len(streamed.at_half) > len(output) // 2 - 200  # all but the tag prefix
+    assert streamed.arguments == {"content": value}
 
 
 # --- malformed and truncated output ---------------------------------------------------------

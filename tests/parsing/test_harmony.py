@@ -4,15 +4,32 @@ from __future__ import annotations
 
 import itertools
 import json
-import time
 from typing import Any
 
 import pytest
-from _parsing_helpers import calls, check, content, run, splits
+from _linear_cost import WorkMeter, stream_in_chunks
+from _parsing_helpers import (
+    ARGUMENT_KEYS,
+    ARGUMENT_VALUES,
+    CHARS,
+    Expected,
+    calls,
+    check,
+    content,
+    corpus_tests,
+    error_call,
+    reasoning_block,
+    run,
+    seeded_splits,
+    soup_test,
+    text_block,
+    tool_call,
+    tricky_arguments,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentkit.events import ToolCallArgumentsDelta
+from agentkit.parsing._json_stream import JsonObjectScanner
 from agentkit.parsing.harmony import HarmonyParser, render
 from agentkit.transcript import ReasoningBlock, TextBlock, ToolCallBlock, ToolResultBlock
 
@@ -33,122 +50,98 @@ def call(name: str, arguments: Any, *, first: bool = False, header: str | None =
     return f"{head}{header}<|message|>{json.dumps(arguments, ensure_ascii=False)}<|call|>"
 
 
-def r(text: str) -> dict[str, Any]:
-    return {"type": "reasoning", "text": text}
+TRICKY = tricky_arguments("<|end|> <|start|>assistant", 'print("<|call|>")')
 
-
-def t(text: str) -> dict[str, Any]:
-    return {"type": "text", "text": text}
-
-
-def c(name: str, arguments: Any, error: str | None = None) -> dict[str, Any]:
-    return {"type": "tool_call", "name": name, "arguments": arguments, "error": error}
-
-
-TRICKY = {
-    "code": 'print("<|call|>")\n\tif a < b: pass  # <|end|> <|start|>assistant',
-    "path": "C:\\Users\\me\\file.txt",
-    "unicode": "héllo 🌍 中文 \u2028 end",
-    "nested": {"and": [{"x": 1}, {"y": [True, None, 2.5, -3e-7]}], "empty": {}, "list": []},
-    "quote": '"',
-}
-
-CORPUS: dict[str, tuple[str, list[dict[str, Any]]]] = {
+CORPUS: dict[str, tuple[str, Expected]] = {
     "reasoning then final answer": (
         analysis("The user asks 2+2. Easy.", first=True)
         + "<|start|>assistant<|channel|>final<|message|>2 + 2 = **4**.<|return|>",
-        [r("The user asks 2+2. Easy."), t("2 + 2 = **4**.")],
+        [reasoning_block("The user asks 2+2. Easy."), text_block("2 + 2 = **4**.")],
     ),
     "reasoning then call": (
         analysis("Need the weather in Oslo.", first=True) + call("get_weather", {"city": "Oslo"}),
-        [r("Need the weather in Oslo."), c("get_weather", {"city": "Oslo"})],
+        [reasoning_block("Need the weather in Oslo."), tool_call("get_weather", {"city": "Oslo"})],
     ),
     "recipient before the channel": (
         ' to=functions.lookup<|channel|>commentary json<|message|>{"id": 7}<|call|>',
-        [c("lookup", {"id": 7})],
+        [tool_call("lookup", {"id": 7})],
     ),
     "recipient in the start header": (
         analysis("Look it up.", first=True)
         + '<|start|>assistant to=functions.lookup<|channel|>commentary json<|message|>{"id": 7}'
         + "<|call|>",
-        [r("Look it up."), c("lookup", {"id": 7})],
+        [reasoning_block("Look it up."), tool_call("lookup", {"id": 7})],
     ),
     "preamble then call": (
         "<|channel|>commentary<|message|>Checking both files.<|end|>"
         + call("read_file", {"path": "a.py"}),
-        [t("Checking both files."), c("read_file", {"path": "a.py"})],
+        [text_block("Checking both files."), tool_call("read_file", {"path": "a.py"})],
     ),
     "tricky arguments": (
         call("write", TRICKY, first=True),
-        [c("write", TRICKY)],
+        [tool_call("write", TRICKY)],
     ),
     "raw newline inside a JSON string": (
         call("w", {}, first=True).replace("{}", '{"text": "line 1\nline 2"}'),
-        [c("w", {"text": "line 1\nline 2"})],
+        [tool_call("w", {"text": "line 1\nline 2"})],
     ),
-    "empty arguments": (call("now", {}, first=True), [c("now", {})]),
+    "empty arguments": (call("now", {}, first=True), [tool_call("now", {})]),
     "no arguments at all": (
         "<|channel|>commentary to=functions.now <|constrain|>json<|message|><|call|>",
-        [c("now", {})],
+        [tool_call("now", {})],
     ),
     "interleaved reasoning and calls": (
         analysis("r0", first=True) + call("a", {"i": 0}) + analysis("r1") + call("b", {"i": 1}),
-        [r("r0"), c("a", {"i": 0}), r("r1"), c("b", {"i": 1})],
+        [
+            reasoning_block("r0"),
+            tool_call("a", {"i": 0}),
+            reasoning_block("r1"),
+            tool_call("b", {"i": 1}),
+        ],
     ),
     "final ends with <|end|>": (
         "<|channel|>final<|message|>Done.<|end|>",
-        [t("Done.")],
+        [text_block("Done.")],
     ),
     "marker-like text in content": (
         analysis("a<b, <|x|> and <|message|> and <|constrain|> stay; <| too", first=True)
         + "<|start|>assistant<|channel|>final<|message|>Use <think> or <|im_end|>.<|return|>",
         [
-            r("a<b, <|x|> and <|message|> and <|constrain|> stay; <| too"),
-            t("Use <think> or <|im_end|>."),
+            reasoning_block("a<b, <|x|> and <|message|> and <|constrain|> stay; <| too"),
+            text_block("Use <think> or <|im_end|>."),
         ],
     ),
     "whitespace between messages": (
         analysis("r", first=True)
         + "\n\n<|start|>assistant<|channel|>final<|message|>ok<|return|>\n",
-        [r("r"), t("ok")],
+        [reasoning_block("r"), text_block("ok")],
     ),
     "built-in tool recipient": (
         '<|channel|>analysis to=browser.search <|constrain|>json<|message|>{"query": "x"}<|call|>',
-        [c("browser.search", {"query": "x"})],
+        [tool_call("browser.search", {"query": "x"})],
     ),
     "role written in the output": (
         "assistant<|channel|>final<|message|>Hi!<|return|>",
-        [t("Hi!")],
+        [text_block("Hi!")],
     ),
-    "plain text, no Harmony": ("Hello there!", [t("Hello there!")]),
-    "plain text with lines": ("Hello\nthere.\n", [t("Hello\nthere.\n")]),
+    "plain text, no Harmony": ("Hello there!", [text_block("Hello there!")]),
+    "plain text with lines": ("Hello\nthere.\n", [text_block("Hello\nthere.\n")]),
     "reasoning without its end marker": (
         "<|channel|>analysis<|message|>thinking<|start|>assistant<|channel|>final<|message|>hi",
-        [r("thinking"), t("hi")],
+        [reasoning_block("thinking"), text_block("hi")],
     ),
     "stray end marker between messages": (
         analysis("r", first=True) + "<|end|><|channel|>final<|message|>x<|return|>",
-        [r("r"), t("x")],
+        [reasoning_block("r"), text_block("x")],
     ),
     "text between messages": (
         analysis("r", first=True) + "oops<|start|>assistant<|channel|>final<|message|>x<|return|>",
-        [r("r"), t("oops"), t("x")],
+        [reasoning_block("r"), text_block("oops"), text_block("x")],
     ),
 }
 
 
-@pytest.mark.parametrize("name", list(CORPUS))
-def test_corpus_whole_and_by_character(name: str) -> None:
-    output, expected = CORPUS[name]
-    assert content(check(make, output)) == expected
-
-
-@pytest.mark.parametrize("name", list(CORPUS))
-@settings(max_examples=15, deadline=None)
-@given(data=st.data())
-def test_corpus_random_splits(name: str, data: st.DataObject) -> None:
-    output, expected = CORPUS[name]
-    assert content(check(make, output, data.draw(splits(output)))) == expected
+test_corpus_whole_and_by_character, test_corpus_random_splits = corpus_tests(make, CORPUS)
 
 
 def test_blocks_own_their_messages() -> None:
@@ -185,20 +178,13 @@ def test_text_is_released_at_once() -> None:
     assert done.text == "Hello <b"  # type: ignore[union-attr]
 
 
-def test_large_arguments_stream_linearly() -> None:
+def test_large_arguments_stream_in_linear_time(monkeypatch: pytest.MonkeyPatch) -> None:
     value = ("x = \"<|call|>\" + '\\\\' # }\n" * 1500)[:32_000]
     output = call("write_file", {"content": value}, first=True)
-    parser = make()
-    streamed: list[str] = []
-    start = time.perf_counter()
-    for i in range(0, len(output), 3):
-        events = parser.feed(output[i : i + 3])
-        streamed += [e.delta for e in events if isinstance(e, ToolCallArgumentsDelta)]
-        if i == len(output) // 2 // 3 * 3:
-            assert len("".join(streamed)) > len(output) // 2 - 200
-    parser.finish()
-    assert time.perf_counter() - start < 5
-    assert json.loads("".join(streamed)) == {"content": value}
+    meter = WorkMeter(monkeypatch, (HarmonyParser, "_run"), (JsonObjectScanner, "feed"))
+    streamed = stream_in_chunks(make(), output, meter)
+    assert len(streamed.at_half) > len(output) // 2 - 200  # streamed while written
+    assert streamed.arguments == {"content": value}
 
 
 # -- malformed output: errors the model can read, raw kept ----------------------------------------
@@ -232,13 +218,7 @@ MALFORMED: dict[str, tuple[str, str, str]] = {
 
 @pytest.mark.parametrize("name", list(MALFORMED))
 def test_malformed_call_is_an_error_with_raw(name: str) -> None:
-    output, message, call_name = MALFORMED[name]
-    blocks = check(make, output)
-    (bad,) = calls(blocks)
-    assert bad.error is not None
-    assert message in bad.error
-    assert bad.arguments == {}
-    assert bad.name == call_name
+    error_call(make, *MALFORMED[name])
 
 
 @pytest.mark.parametrize("ending", ["", "\n", "<|ca", "<|call"])
@@ -259,12 +239,15 @@ def test_a_bad_call_does_not_spoil_the_next() -> None:
 @pytest.mark.parametrize(
     ("output", "expected"),
     [
-        ("<|channel|>analysis<|start|>assistant<|channel|>final<|message|>x", [r(""), t("x")]),
-        ("<|channel|>analysis<|end|>", [r("")]),
-        ("<|channel|>final<|mess", [t("")]),
+        (
+            "<|channel|>analysis<|start|>assistant<|channel|>final<|message|>x",
+            [reasoning_block(""), text_block("x")],
+        ),
+        ("<|channel|>analysis<|end|>", [reasoning_block("")]),
+        ("<|channel|>final<|mess", [text_block("")]),
         ("", []),
-        ("  \n", [t("  \n")]),
-        ("<|end|>", [t("<|end|>")]),
+        ("  \n", [text_block("  \n")]),
+        ("<|end|>", [text_block("<|end|>")]),
     ],
 )
 def test_headers_without_content(output: str, expected: list[dict[str, Any]]) -> None:
@@ -287,19 +270,9 @@ def test_default_ids_are_unique() -> None:
 
 # -- render / parse ------------------------------------------------------------------------------
 
-_CHARS = st.characters(blacklist_categories=("Cs",))
-JSON_VALUES = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(-(10**12), 10**12)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(_CHARS, max_size=12),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner),
-    max_leaves=8,
-)
 NAMES = st.from_regex(r"[a-z_][a-z0-9_]{0,11}", fullmatch=True)
 MARKERS = ("<|start|>", "<|end|>", "<|channel|>", "<|return|>", "<|call|>", "<|message|>")
-TEXT = st.text(st.sampled_from(list("ab <|>\n{}\"'\\é🌍")) | _CHARS, max_size=30).filter(
+TEXT = st.text(st.sampled_from(list("ab <|>\n{}\"'\\é🌍")) | CHARS, max_size=30).filter(
     lambda s: not any(m in s for m in MARKERS)
 )
 BLOCKS = st.lists(
@@ -308,17 +281,17 @@ BLOCKS = st.lists(
     | st.builds(
         lambda n, a: ToolCallBlock(id="x", name=n, arguments=a),
         NAMES,
-        st.dictionaries(st.text(_CHARS, max_size=8), JSON_VALUES, max_size=4),
+        st.dictionaries(ARGUMENT_KEYS, ARGUMENT_VALUES, max_size=4),
     ),
     max_size=6,
 )
 
 
 @settings(max_examples=60, deadline=None)
-@given(blocks=BLOCKS, data=st.data())
-def test_render_then_parse_is_identity(blocks: list[Any], data: st.DataObject) -> None:
+@given(blocks=BLOCKS, seed=st.integers(0, 2**32))
+def test_render_then_parse_is_identity(blocks: list[Any], seed: int) -> None:
     output = render(blocks)
-    parsed = check(make, output, data.draw(splits(output)))
+    parsed = check(make, output, seeded_splits(output, seed))
     assert content(parsed) == content(blocks)
     assert render(parsed) == output
     assert "".join(b.raw for b in parsed) == output
@@ -370,8 +343,4 @@ FRAGMENTS = [
 ]
 
 
-@settings(max_examples=200, deadline=None)
-@given(parts=st.lists(st.sampled_from(FRAGMENTS), max_size=14), data=st.data())
-def test_any_output_keeps_every_byte_for_any_split(parts: list[str], data: st.DataObject) -> None:
-    output = "".join(parts)
-    check(make, output, data.draw(splits(output)))
+test_any_output_keeps_every_byte_for_any_split = soup_test(make, FRAGMENTS)

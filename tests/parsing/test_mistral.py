@@ -4,16 +4,31 @@ reasoning: a corpus under every split, malformed calls, render/parse round trips
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import pytest
-from _parsing_helpers import calls, check, content, factory, run, splits
+from _linear_cost import section_meter, stream_in_chunks
+from _parsing_helpers import (
+    call_lists,
+    calls,
+    check,
+    content,
+    corpus_tests,
+    error_call,
+    factory,
+    reasoning_block,
+    run,
+    seeded_splits,
+    soup_test,
+    text_block,
+    tool_call,
+    tricky_arguments,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentkit.events import ToolCallArgumentsDelta
 from agentkit.parsing import render_blocks
+from agentkit.parsing._json_stream import JsonObjectScanner
 from agentkit.parsing.reasoning.markers import MISTRAL as THINK
 from agentkit.parsing.tools.mistral import MISTRAL, MISTRAL_LEGACY
 from agentkit.transcript import ToolCallBlock
@@ -31,79 +46,61 @@ def legacy(*pairs: tuple[str, Any]) -> str:
     return f"[TOOL_CALLS] {json.dumps(array, ensure_ascii=False)}"
 
 
-def c(name: str, arguments: Any, error: str | None = None) -> dict[str, Any]:
-    return {"type": "tool_call", "name": name, "arguments": arguments, "error": error}
-
-
-TRICKY = {
-    "code": 'print("[TOOL_CALLS]x[ARGS]{}")\n\tif a[0] < b: pass  # [/THINK] ]} ',
-    "path": "C:\\Users\\me\\file.txt",
-    "unicode": "héllo 🌍 中文 \u2028 end",
-    "nested": {"and": [{"x": 1}, {"y": [True, None, 2.5, -3e-7]}], "empty": {}, "list": []},
-    "quote": '"',
-}
+TRICKY = tricky_arguments("[/THINK] a[0] ]} ", 'print("[TOOL_CALLS]x[ARGS]{}")')
 
 CORPUS: dict[str, tuple[str, list[dict[str, Any]]]] = {
-    "text only": ("Bonjour !", [{"type": "text", "text": "Bonjour !"}]),
-    "v11 call": (v11("get_weather", {"city": "Paris"}), [c("get_weather", {"city": "Paris"})]),
+    "text only": ("Bonjour !", [text_block("Bonjour !")]),
+    "v11 call": (
+        v11("get_weather", {"city": "Paris"}),
+        [tool_call("get_weather", {"city": "Paris"})],
+    ),
     "v11 reasoning, text, two calls": (
         "[THINK]Two cities: two calls.[/THINK]Checking both."
         + v11("get_weather", {"city": "Paris"})
         + v11("get_weather", {"city": "Oslo"}),
         [
-            {"type": "reasoning", "text": "Two cities: two calls."},
-            {"type": "text", "text": "Checking both."},
-            c("get_weather", {"city": "Paris"}),
-            c("get_weather", {"city": "Oslo"}),
+            reasoning_block("Two cities: two calls."),
+            text_block("Checking both."),
+            tool_call("get_weather", {"city": "Paris"}),
+            tool_call("get_weather", {"city": "Oslo"}),
         ],
     ),
     "v11 with call ids": (
         v11("a", {"x": 1}, "abc123def") + v11("b", {}, "Z9y8X7w6V"),
-        [c("a", {"x": 1}), c("b", {})],
+        [tool_call("a", {"x": 1}), tool_call("b", {})],
     ),
-    "v11 without [ARGS]": ('[TOOL_CALLS]lookup{"id": 7}', [c("lookup", {"id": 7})]),
-    "v11 tricky arguments": (v11("write", TRICKY), [c("write", TRICKY)]),
+    "v11 without [ARGS]": ('[TOOL_CALLS]lookup{"id": 7}', [tool_call("lookup", {"id": 7})]),
+    "v11 tricky arguments": (v11("write", TRICKY), [tool_call("write", TRICKY)]),
     "v11 raw newline in a string": (
         '[TOOL_CALLS]w[ARGS]{"text": "a\nb"}',
-        [c("w", {"text": "a\nb"})],
+        [tool_call("w", {"text": "a\nb"})],
     ),
-    "v11 empty arguments": (v11("now", {}), [c("now", {})]),
+    "v11 empty arguments": (v11("now", {}), [tool_call("now", {})]),
     "legacy array": (
         legacy(("a", {"q": "x y"}), ("b", TRICKY)),
-        [c("a", {"q": "x y"}), c("b", TRICKY)],
+        [tool_call("a", {"q": "x y"}), tool_call("b", TRICKY)],
     ),
     "legacy array with ids and text around": (
         'Sure.[TOOL_CALLS] [{"name": "f", "arguments": {"n": 1}, "id": "abc123def"}]\n\nDone?',
         [
-            {"type": "text", "text": "Sure."},
-            c("f", {"n": 1}),
-            {"type": "text", "text": "Done?"},
+            text_block("Sure."),
+            tool_call("f", {"n": 1}),
+            text_block("Done?"),
         ],
     ),
-    "legacy lone object": ('[TOOL_CALLS]{"name": "f", "arguments": {}}', [c("f", {})]),
+    "legacy lone object": ('[TOOL_CALLS]{"name": "f", "arguments": {}}', [tool_call("f", {})]),
     "legacy arguments before name": (
         '[TOOL_CALLS][{"arguments": {"k": [1]}, "name": "f"}]',
-        [c("f", {"k": [1]})],
+        [tool_call("f", {"k": [1]})],
     ),
     "marker-like text in text": (
         "Use [TOOL_CALL] or [THINK without closing, a[0] and {json}.",
-        [{"type": "text", "text": "Use [TOOL_CALL] or [THINK without closing, a[0] and {json}."}],
+        [text_block("Use [TOOL_CALL] or [THINK without closing, a[0] and {json}.")],
     ),
 }
 
 
-@pytest.mark.parametrize("name", list(CORPUS))
-def test_corpus_whole_and_by_character(name: str) -> None:
-    output, expected = CORPUS[name]
-    assert content(check(MAKE, output)) == expected
-
-
-@pytest.mark.parametrize("name", list(CORPUS))
-@settings(max_examples=15, deadline=None)
-@given(data=st.data())
-def test_corpus_random_splits(name: str, data: st.DataObject) -> None:
-    output, expected = CORPUS[name]
-    assert content(check(MAKE, output, data.draw(splits(output)))) == expected
+test_corpus_whole_and_by_character, test_corpus_random_splits = corpus_tests(MAKE, CORPUS)
 
 
 def test_model_call_ids_are_kept() -> None:
@@ -133,18 +130,11 @@ def test_call_starts_at_the_arguments_and_streams() -> None:
     assert [e.type for e in parser.feed("}")] == ["tool_call_arguments_delta", "tool_call_complete"]
 
 
-def test_large_arguments_stream_linearly() -> None:
+def test_large_arguments_stream_in_linear_time(monkeypatch: pytest.MonkeyPatch) -> None:
     value = ("x = \"[TOOL_CALLS]\" + '\\\\' # }\n" * 1500)[:32_000]
-    output = v11("write_file", {"content": value})
-    parser = MAKE()
-    streamed: list[str] = []
-    start = time.perf_counter()
-    for i in range(0, len(output), 3):
-        events = parser.feed(output[i : i + 3])
-        streamed += [e.delta for e in events if isinstance(e, ToolCallArgumentsDelta)]
-    parser.finish()
-    assert time.perf_counter() - start < 5
-    assert json.loads("".join(streamed)) == {"content": value}
+    meter = section_meter(monkeypatch, MISTRAL, "[TOOL_CALLS]", (JsonObjectScanner, "feed"))
+    streamed = stream_in_chunks(MAKE(), v11("write_file", {"content": value}), meter)
+    assert streamed.arguments == {"content": value}
 
 
 # -- malformed calls -----------------------------------------------------------------------------
@@ -174,55 +164,31 @@ MALFORMED: dict[str, tuple[str, str, str]] = {
 
 @pytest.mark.parametrize("name", list(MALFORMED))
 def test_malformed_call_is_an_error_with_raw(name: str) -> None:
-    output, message, call_name = MALFORMED[name]
-    blocks = check(MAKE, output)
-    bad = calls(blocks)[0]
-    assert bad.error is not None
-    assert message in bad.error
-    assert bad.arguments == {}
-    assert bad.name == call_name
+    error_call(MAKE, *MALFORMED[name])
 
 
 def test_what_follows_a_broken_call_is_text() -> None:
     blocks = check(MAKE, "[TOOL_CALLS]Sorry, I cannot." + v11("f", {}))
-    assert content(blocks)[1:] == [{"type": "text", "text": ", I cannot."}, c("f", {})]
+    assert content(blocks)[1:] == [text_block(", I cannot."), tool_call("f", {})]
 
 
 def test_missing_array_close_is_forgiven() -> None:
     output = '[TOOL_CALLS][{"name": "f", "arguments": {"a": 1}} and then'
     blocks = check(MAKE, output)
-    assert content(blocks) == [c("f", {"a": 1}), {"type": "text", "text": "and then"}]
+    assert content(blocks) == [tool_call("f", {"a": 1}), text_block("and then")]
 
 
 # -- render / parse ------------------------------------------------------------------------------
 
-_CHARS = st.characters(blacklist_categories=("Cs",))
-JSON_VALUES = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(-(10**12), 10**12)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(_CHARS, max_size=12),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner),
-    max_leaves=8,
-)
-CALLS = st.lists(
-    st.builds(
-        lambda n, a: ToolCallBlock(id="x", name=n, arguments=a),
-        st.from_regex(r"[a-zA-Z_][a-zA-Z0-9_.\-]{0,11}", fullmatch=True),
-        st.dictionaries(st.text(_CHARS, max_size=8), JSON_VALUES, max_size=4),
-    ),
-    min_size=1,
-    max_size=4,
-)
+CALLS = call_lists(st.from_regex(r"[a-zA-Z_][a-zA-Z0-9_.\-]{0,11}", fullmatch=True))
 
 
 @pytest.mark.parametrize("syntax", [MISTRAL, MISTRAL_LEGACY], ids=["v11", "legacy"])
 @settings(max_examples=40, deadline=None)
-@given(blocks=CALLS, data=st.data())
-def test_render_then_parse_is_identity(syntax: Any, blocks: list[Any], data: st.DataObject) -> None:
+@given(blocks=CALLS, seed=st.integers(0, 2**32))
+def test_render_then_parse_is_identity(syntax: Any, blocks: list[Any], seed: int) -> None:
     output = render_blocks(blocks, THINK, syntax)
-    parsed = check(factory(THINK, syntax), output, data.draw(splits(output)))
+    parsed = check(factory(THINK, syntax), output, seeded_splits(output, seed))
     assert content(parsed) == content(blocks)
 
 
@@ -234,7 +200,7 @@ def test_render_forms() -> None:
 
 def test_reasoning_syntax() -> None:
     blocks, _ = run(MAKE, ["[THINK]a[/THINK]b"])
-    assert content(blocks) == [{"type": "reasoning", "text": "a"}, {"type": "text", "text": "b"}]
+    assert content(blocks) == [reasoning_block("a"), text_block("b")]
 
 
 FRAGMENTS = [
@@ -261,8 +227,4 @@ FRAGMENTS = [
 ]
 
 
-@settings(max_examples=200, deadline=None)
-@given(parts=st.lists(st.sampled_from(FRAGMENTS), max_size=14), data=st.data())
-def test_any_output_keeps_every_byte_for_any_split(parts: list[str], data: st.DataObject) -> None:
-    output = "".join(parts)
-    check(MAKE, output, data.draw(splits(output)))
+test_any_output_keeps_every_byte_for_any_split = soup_test(MAKE, FRAGMENTS)

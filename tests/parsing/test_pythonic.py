@@ -1,79 +1,89 @@
-"""Pythonic tool calls ``[f(a=1), g()]``: sections opened by the leading ``[`` driven directly (as
-the driver will once it supports ``leading_markers``), malformed lists, render/parse."""
+"""Pythonic tool calls ``[f(a=1), g()]``: sections opened by the leading ``[`` through the driver
+under any split (a list that is not a call stays text), malformed lists, render/parse."""
 
 from __future__ import annotations
 
-import json
-import time
 from typing import Any
 
 import pytest
-from _parsing_helpers import splits
+from _linear_cost import section_meter, stream_in_chunks
+from _parsing_helpers import (
+    CHARS,
+    Expected,
+    call_lists,
+    check,
+    content,
+    corpus_tests,
+    factory,
+    seeded_splits,
+    soup_test,
+    text_block,
+    tool_call,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_llama3 import drive_leading
 
 from agentkit.parsing import CallArguments, CallStart
+from agentkit.parsing.tools._python_literals import LiteralScanner
 from agentkit.parsing.tools.pythonic import PYTHONIC
 from agentkit.transcript import ToolCallBlock
 
-Expected = list[tuple[str | None, Any, str | None]]
+MAKE = factory(None, PYTHONIC)
 
 CORPUS: dict[str, tuple[str, Expected]] = {
-    "one call": ('[get_weather(city="Paris")]', [("get_weather", {"city": "Paris"}, None)]),
+    # (an expected call's error is a part of the actual one)
+    "one call": ('[get_weather(city="Paris")]', [tool_call("get_weather", {"city": "Paris"})]),
     "several calls and types": (
         "[a(n=1, f=-2.5e3, b=True, z=None), b(), c(l=[1, (2, 3)], d={'k': [None]}, s='x')]",
         [
-            ("a", {"n": 1, "f": -2500.0, "b": True, "z": None}, None),
-            ("b", {}, None),
-            ("c", {"l": [1, [2, 3]], "d": {"k": [None]}, "s": "x"}, None),
+            tool_call("a", {"n": 1, "f": -2500.0, "b": True, "z": None}),
+            tool_call("b", {}),
+            tool_call("c", {"l": [1, [2, 3]], "d": {"k": [None]}, "s": "x"}),
         ],
     ),
     "string escapes": (
         r"""[w(s='it\'s "q"\n\t\x41\u00e9\U0001F30D\N{BULLET}\101\\ \z', e="")]""",
-        [("w", {"s": 'it\'s "q"\n\tAé🌍•A\\ \\z', "e": ""}, None)],
+        [tool_call("w", {"s": 'it\'s "q"\n\tAé🌍•A\\ \\z', "e": ""})],
     ),
     "triple-quoted and raw strings": (
         '[w(t="""a "quoted" ""line""\nnext\\"""", r=r"\\d+\\"", u=u"é")]',
-        [("w", {"t": 'a "quoted" ""line""\nnext"', "r": '\\d+\\"', "u": "é"}, None)],
+        [tool_call("w", {"t": 'a "quoted" ""line""\nnext"', "r": '\\d+\\"', "u": "é"})],
     ),
-    "implicit concatenation": ('[f(a="x" "y" \'z\')]', [("f", {"a": "xyz"}, None)]),
+    "implicit concatenation": ('[f(a="x" "y" \'z\')]', [tool_call("f", {"a": "xyz"})]),
     "marker-like text in strings": (
         "[f(code='[g(a=1)], ) # \\'\"', other=\"]\")]",
-        [("f", {"code": "[g(a=1)], ) # '\"", "other": "]"}, None)],
+        [tool_call("f", {"code": "[g(a=1)], ) # '\"", "other": "]"})],
     ),
     "unicode and whitespace": (
         "[ f( a = 'héllo 🌍 中文' ,b=[ ] , ) , g( ) , ]",
-        [("f", {"a": "héllo 🌍 中文", "b": []}, None), ("g", {}, None)],
+        [tool_call("f", {"a": "héllo 🌍 中文", "b": []}), tool_call("g", {})],
     ),
-    "dotted name": ("[math.add(a=1)]", [("math.add", {"a": 1}, None)]),
-    "missing ]": ("[f(a=1)", [("f", {"a": 1}, None)]),
-    "truncated in a value": ("[f(a='abc", [("f", {}, "truncated")]),
-    "truncated before a value": ("[f(a=", [("f", {}, "truncated")]),
-    "expression value": ('[f(a="x" + "y")]', [("f", {}, "plain literal")]),
-    "set value": ("[f(a={1, 2})]", [("f", {}, "not a JSON value")]),
-    "bytes value": ("[f(a=b'x')]", [("f", {}, "not a JSON value")]),
-    "call value": ("[f(a=open('x'))]", [("f", {}, "not a Python literal")]),
-    "infinite float": ("[f(a=1e999)]", [("f", {}, "not a JSON number")]),
-    "repeated keyword": ("[f(a=1, a=2)]", [("f", {}, "repeated")]),
-    "int dict keys": ("[f(a={1: 2})]", [("f", {}, "keys must be strings")]),
-    "positional argument": ("[f(1, 2)]", [("f", {}, "keyword argument")]),
-    "bad call then good": ("[f(a=1) g()]", [("f", {"a": 1}, None)]),
+    "dotted name": ("[math.add(a=1)]", [tool_call("math.add", {"a": 1})]),
+    "missing ]": ("[f(a=1)", [tool_call("f", {"a": 1})]),
+    "truncated in a value": ("[f(a='abc", [tool_call("f", {}, "truncated")]),
+    "broken after a streamed string": (
+        "[f(a='x']",
+        [tool_call("f", {}, "mismatched brackets"), text_block("]")],
+    ),
+    "truncated before a value": ("[f(a=", [tool_call("f", {}, "truncated")]),
+    "expression value": ('[f(a="x" + "y")]', [tool_call("f", {}, "plain literal")]),
+    "set value": ("[f(a={1, 2})]", [tool_call("f", {}, "not a JSON value")]),
+    "bytes value": ("[f(a=b'x')]", [tool_call("f", {}, "not a JSON value")]),
+    "call value": ("[f(a=open('x'))]", [tool_call("f", {}, "not a Python literal")]),
+    "infinite float": ("[f(a=1e999)]", [tool_call("f", {}, "not a JSON number")]),
+    "repeated keyword": ("[f(a=1, a=2)]", [tool_call("f", {}, "repeated")]),
+    "int dict keys": ("[f(a={1: 2})]", [tool_call("f", {}, "keys must be strings")]),
+    "positional argument": (
+        "[f(1, 2)]",
+        [tool_call("f", {}, "keyword argument"), text_block("1, 2)]")],
+    ),
+    "bad call then good": ("[f(a=1) g()]", [tool_call("f", {"a": 1}), text_block("g()]")]),
 }
 
 
-@pytest.mark.parametrize("name", list(CORPUS))
-@settings(max_examples=10, deadline=None)
-@given(data=st.data())
-def test_corpus(name: str, data: st.DataObject) -> None:
-    output, expected = CORPUS[name]
-    driven = drive_leading(PYTHONIC, output, data.draw(splits(output[1:])))
-    assert len(driven.calls) == len(expected), driven.calls
-    for got, want in zip(driven.calls, expected, strict=True):
-        assert got[:2] == want[:2]
-        assert (got[2] is None) == (want[2] is None), got[2]
-        assert want[2] is None or want[2] in (got[2] or "")
-    assert not driven.rejected
+test_corpus, test_corpus_random_splits = corpus_tests(
+    MAKE, CORPUS, examples=10, partial_errors=True
+)
 
 
 def test_arguments_stream_while_written() -> None:
@@ -89,13 +99,13 @@ def test_arguments_stream_while_written() -> None:
 
 
 @pytest.mark.parametrize(
-    ("output", "rest", "tail"),
-    [("[f(a=1)]\nDone.", "\nDone.", "]"), ("[f(a=1) g()]", "g()]", " ")],
+    ("output", "raws"),
+    [("[f(a=1)]\nDone.", ["[f(a=1)]", "\nDone."]), ("[f(a=1) g()]", ["[f(a=1) ", "g()]"])],
 )
-def test_what_follows_the_calls_goes_back_to_the_driver(output: str, rest: str, tail: str) -> None:
-    driven = drive_leading(PYTHONIC, output)
-    assert output[1 + driven.consumed :] == rest
-    assert driven.tail == tail
+def test_what_follows_the_calls_goes_back_to_the_driver(output: str, raws: list[str]) -> None:
+    blocks = check(MAKE, output)
+    assert [b.raw for b in blocks] == raws
+    assert content(blocks)[1] == text_block(raws[1].strip())
 
 
 @pytest.mark.parametrize(
@@ -108,66 +118,35 @@ def test_what_follows_the_calls_goes_back_to_the_driver(output: str, rest: str, 
         ("[x", None),
     ],
 )
-def test_a_list_that_is_not_a_call_is_rejected(output: str, schemas: Any) -> None:
-    driven = drive_leading(PYTHONIC, output, schemas=schemas)
-    assert driven.rejected
-    ((name, _, error),) = driven.calls
-    assert name is None
-    assert error is not None
+def test_a_list_that_is_not_a_call_stays_text(output: str, schemas: Any) -> None:
+    assert content(check(factory(None, PYTHONIC, schemas=schemas), output)) == [text_block(output)]
 
 
-def test_known_tool_is_not_rejected() -> None:
-    driven = drive_leading(PYTHONIC, "[get_weather(city='x')]", schemas={"get_weather": {}})
-    assert not driven.rejected
-    assert driven.calls == [("get_weather", {"city": "x"}, None)]
+def test_known_tool_is_a_call() -> None:
+    make = factory(None, PYTHONIC, schemas={"get_weather": {}})
+    blocks = check(make, "[get_weather(city='x')]")
+    assert content(blocks) == [tool_call("get_weather", {"city": "x"})]
 
 
-def test_large_string_streams_linearly() -> None:
+def test_large_string_streams_in_linear_time(monkeypatch: pytest.MonkeyPatch) -> None:
     value = ("x = '[f(a=1)]' + \"\\\\\" # )\n" * 1500)[:32_000]
-    output = f"[write_file(content={value!r})]"
-    section = PYTHONIC.new_section("[", {})
-    deltas: list[str] = []
-    start = time.perf_counter()
-    for i in range(1, len(output), 3):
-        step = section.feed(output[i : i + 3])
-        deltas += [e.delta for e in step.events if isinstance(e, CallArguments)]
-        if i == len(output) // 2 // 3 * 3 + 1:
-            assert len("".join(deltas)) > len(value) // 2 - 200
-    assert time.perf_counter() - start < 5
-    assert json.loads("".join(deltas)) == {"content": value}
+    meter = section_meter(monkeypatch, PYTHONIC, "[", (LiteralScanner, "feed"))
+    streamed = stream_in_chunks(MAKE(), f"[write_file(content={value!r})]", meter)
+    assert len(streamed.at_half) > len(value) // 2 - 200  # streamed while written
+    assert streamed.arguments == {"content": value}
 
 
 # -- render / parse ------------------------------------------------------------------------------
 
-_CHARS = st.characters(blacklist_categories=("Cs",))
-JSON_VALUES = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(-(10**12), 10**12)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(_CHARS, max_size=12),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner),
-    max_leaves=8,
-)
 IDENTIFIERS = st.from_regex(r"[a-zA-Z_][a-zA-Z0-9_]{0,9}", fullmatch=True)
-CALLS = st.lists(
-    st.builds(
-        lambda n, a: ToolCallBlock(id="x", name=n, arguments=a),
-        IDENTIFIERS,
-        st.dictionaries(IDENTIFIERS, JSON_VALUES, max_size=4),
-    ),
-    min_size=1,
-    max_size=4,
-)
+CALLS = call_lists(IDENTIFIERS, keys=IDENTIFIERS)
 
 
 @settings(max_examples=80, deadline=None)
-@given(blocks=CALLS, data=st.data())
-def test_render_then_parse_is_identity(blocks: list[ToolCallBlock], data: st.DataObject) -> None:
+@given(blocks=CALLS, seed=st.integers(0, 2**32))
+def test_render_then_parse_is_identity(blocks: list[ToolCallBlock], seed: int) -> None:
     output = PYTHONIC.render(blocks)
-    driven = drive_leading(PYTHONIC, output, data.draw(splits(output[1:])))
-    assert driven.calls == [(b.name, b.arguments, None) for b in blocks]
-    assert driven.consumed == len(output) - 1
+    assert content(check(MAKE, output, seeded_splits(output, seed))) == content(blocks)
 
 
 def triple_quoted(value: str, quote: str) -> str:
@@ -184,11 +163,10 @@ def triple_quoted(value: str, quote: str) -> str:
 
 
 @settings(max_examples=80, deadline=None)
-@given(value=st.text(_CHARS, max_size=40), quote=st.sampled_from(["'", '"', "'''", '"""']))
+@given(value=st.text(CHARS, max_size=40), quote=st.sampled_from(["'", '"', "'''", '"""']))
 def test_any_string_literal_streams_its_value(value: str, quote: str) -> None:
     literal = repr(value) if len(quote) == 1 else triple_quoted(value, quote)
-    driven = drive_leading(PYTHONIC, f"[f(s={literal})]")
-    assert driven.calls == [("f", {"s": value}, None)]
+    assert content(check(MAKE, f"[f(s={literal})]")) == [tool_call("f", {"s": value})]
 
 
 @pytest.mark.parametrize(
@@ -203,8 +181,7 @@ def test_any_string_literal_streams_its_value(value: str, quote: str) -> None:
     ],
 )
 def test_line_endings_are_read_as_python_reads_them(source: str, value: str) -> None:
-    driven = drive_leading(PYTHONIC, f"[f(s={source})]")
-    assert driven.calls == [("f", {"s": value}, None)]
+    assert content(check(MAKE, f"[f(s={source})]")) == [tool_call("f", {"s": value})]
 
 
 def test_render_form() -> None:
@@ -242,8 +219,6 @@ FRAGMENTS = [
 ]
 
 
-@settings(max_examples=300, deadline=None)
-@given(parts=st.lists(st.sampled_from(FRAGMENTS), max_size=16), data=st.data())
-def test_any_text_keeps_every_byte_for_any_split(parts: list[str], data: st.DataObject) -> None:
-    text = "".join(parts)
-    drive_leading(PYTHONIC, "[" + text, data.draw(splits(text)))
+test_any_text_keeps_every_byte_for_any_split = soup_test(
+    MAKE, FRAGMENTS, prefix="[", max_size=16, examples=300
+)

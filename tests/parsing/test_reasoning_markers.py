@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
-from _parsing_helpers import check, content, factory, splits
+from _parsing_helpers import (
+    Expected,
+    check,
+    content,
+    factory,
+    reasoning_block,
+    seeded_splits,
+    text_block,
+    tool_call,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,52 +27,48 @@ from agentkit.parsing.reasoning.markers import (
 from agentkit.parsing.tools import HERMES
 
 CALL = '<tool_call>\n{"name": "f", "arguments": {"a": 1}}\n</tool_call>'
-FORMATS: dict[str, tuple[ReasoningSyntax, str, list[dict[str, Any]]]] = {
+FORMATS: dict[str, tuple[ReasoningSyntax, str, Expected]] = {
     "kimi": (
         KIMI,
         "◁think▷The user greets me.◁/think▷Hello! ◁think (not a marker)",
-        [
-            {"type": "reasoning", "text": "The user greets me."},
-            {"type": "text", "text": "Hello! ◁think (not a marker)"},
-        ],
+        [reasoning_block("The user greets me."), text_block("Hello! ◁think (not a marker)")],
     ),
     "mistral": (
         MISTRAL,
         "[THINK]Need f.[/THINK]\n\n" + CALL,
-        [
-            {"type": "reasoning", "text": "Need f."},
-            {"type": "tool_call", "name": "f", "arguments": {"a": 1}, "error": None},
-        ],
+        [reasoning_block("Need f."), tool_call("f", {"a": 1})],
     ),
     "deepseek v4 starts inside": (
         DEEPSEEK_V4,
         "Thinking already.\n</think>\n\nAnswer.",
-        [
-            {"type": "reasoning", "text": "Thinking already.\n"},
-            {"type": "text", "text": "Answer."},
-        ],
+        [reasoning_block("Thinking already.\n"), text_block("Answer.")],
     ),
     "deepseek v3.1 cut off while thinking": (
         DEEPSEEK_V3_1,
         "Still thinking about <b>",
-        [{"type": "reasoning", "text": "Still thinking about <b>"}],
+        [reasoning_block("Still thinking about <b>")],
     ),
     "seed-oss": (
         SEED_OSS,
         "<seed:think>hmm</seed:think>ok <seed:thin",
-        [{"type": "reasoning", "text": "hmm"}, {"type": "text", "text": "ok <seed:thin"}],
+        [reasoning_block("hmm"), text_block("ok <seed:thin")],
     ),
 }
 
 
 @pytest.mark.parametrize("name", list(FORMATS))
-@settings(max_examples=10, deadline=None)
-@given(data=st.data())
-def test_reasoning_syntaxes(name: str, data: st.DataObject) -> None:
+def test_reasoning_syntaxes_whole_and_by_character(name: str) -> None:
     syntax, output, expected = FORMATS[name]
-    make = factory(syntax, HERMES)
-    assert content(check(make, output)) == expected
-    assert content(check(make, output, data.draw(splits(output)))) == expected
+    assert content(check(factory(syntax, HERMES), output)) == expected
+
+
+@pytest.mark.parametrize("name", list(FORMATS))
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 2**32))
+def test_reasoning_syntaxes_random_splits(name: str, seed: int) -> None:
+    syntax, output, expected = FORMATS[name]
+    split = seeded_splits(output, seed)
+    assert content(check(factory(syntax, HERMES), output, split)) == expected
 
 
 def test_names_and_shapes() -> None:

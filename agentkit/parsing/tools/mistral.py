@@ -15,8 +15,9 @@ opens the next section. When the text after the marker is not a call, the sectio
 first character that proves it (an error call keeps what was consumed) and the rest goes back
 to the driver as text.
 
-The JSON is read with the helpers of :mod:`agentkit.parsing.tools.llama3`, so argument
-deltas stream as the model writes them and each delta costs time proportional to its size.
+The JSON is scanned incrementally (a list through :mod:`._json_calls`, ``NAME[ARGS]{json}``
+through :class:`~agentkit.parsing._json_stream.JsonObjectStream`), so argument deltas stream
+as the model writes them and each delta costs time proportional to its size.
 """
 
 from __future__ import annotations
@@ -35,8 +36,10 @@ from agentkit.parsing._base import (
     ToolSection,
     ToolSyntax,
 )
+from agentkit.parsing._json_stream import JsonObjectStream
 from agentkit.parsing._markers import MISMATCH, Expect
-from agentkit.parsing.tools.llama3 import JsonCallList, JsonObjectStream, RawLedger
+from agentkit.parsing.tools._json_calls import JsonCallList
+from agentkit.parsing.tools._ledger import RawLedger
 from agentkit.transcript import ToolCallBlock
 
 __all__ = ["MISTRAL", "MISTRAL_LEGACY", "MistralToolSyntax"]

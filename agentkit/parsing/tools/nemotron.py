@@ -21,7 +21,8 @@ from agentkit.parsing._base import (
     ToolSyntax,
 )
 from agentkit.parsing._markers import MISMATCH, Expect, MarkerFinder
-from agentkit.parsing.tools.llama3 import JsonCallList, RawLedger
+from agentkit.parsing.tools._json_calls import JsonCallList
+from agentkit.parsing.tools._ledger import RawLedger
 from agentkit.transcript import ToolCallBlock
 
 __all__ = ["NEMOTRON_DECI", "NemotronToolSyntax"]
