@@ -196,9 +196,8 @@ class AgentStream:
         try:
             if isinstance(exc, Exception):
                 # An ordinary exception from the body (the run's own error re-raised by the
-                # event iterator, or the caller's): stop the run, then let the exception
+                # event iterator, or the caller's): the run is stopped above; let the exception
                 # propagate as itself rather than wrapped in the task group's ExceptionGroup.
-                self._task_group.cancel_scope.cancel()
                 await self._task_group.__aexit__(None, None, None)
                 return None
             return await self._task_group.__aexit__(exc_type, exc, tb)

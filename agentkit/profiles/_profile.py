@@ -8,12 +8,8 @@ from typing import Any, Protocol, runtime_checkable
 
 from agentkit.parsing import (
     CallsInReasoning,
-    ReasoningSyntax,
     StreamParser,
-    ToolSyntax,
     create_parser,
-    get_reasoning_syntax,
-    get_tool_syntax,
 )
 from agentkit.transcript import Transcript
 
@@ -71,14 +67,6 @@ class Profile:
     aliases: tuple[str, ...] = ()
     calls_in_reasoning: CallsInReasoning = "end_reasoning"
     extra: Mapping[str, Any] = field(default_factory=dict)
-
-    @property
-    def reasoning_syntax(self) -> ReasoningSyntax | None:
-        return get_reasoning_syntax(self.reasoning) if self.reasoning else None
-
-    @property
-    def tool_syntax(self) -> ToolSyntax | None:
-        return get_tool_syntax(self.tool_format) if self.tool_format else None
 
     def new_parser(
         self, tool_schemas: Mapping[str, Mapping[str, Any]] | None = None

@@ -152,9 +152,3 @@ class Transcript(BaseModel):
             if message.role == "assistant":
                 return message
         return None
-
-    def copy_deep(self) -> Transcript:
-        return self.model_copy(deep=True)
-
-    def dump(self) -> dict[str, Any]:
-        return self.model_dump(mode="json")
