@@ -6,6 +6,7 @@ tools dispatched the moment their call is complete, and a typed transcript that 
 turn the way the model was trained to see it.
 """
 
+from agentkit._tool_choice import ToolChoice as ToolChoice
 from agentkit.agent import Agent as Agent
 from agentkit.agent import AgentStream as AgentStream
 from agentkit.agent import RunResult as RunResult
@@ -48,6 +49,7 @@ __all__ = [
     "TextBlock",
     "Tool",
     "ToolCallBlock",
+    "ToolChoice",
     "ToolError",
     "ToolResultBlock",
     "Transcript",

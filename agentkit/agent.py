@@ -22,8 +22,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentkit._logging import get_logger
 from agentkit._prompt import PromptBuilder
+from agentkit._tool_choice import ToolChoice, tool_choice_options, validate_tool_choice
 from agentkit.engine import Engine, GenerationRequest, Usage
-from agentkit.errors import AgentkitError, EngineError, MaxTurnsExceeded, RunError
+from agentkit.errors import (
+    AgentkitError,
+    ConfigurationError,
+    EngineError,
+    MaxTurnsExceeded,
+    RunError,
+)
 from agentkit.events import (
     AgentEvent,
     ParseEvent,
@@ -91,6 +98,13 @@ class Agent:
         request_options: backend options for every request (``GenerationRequest.extra``:
             structured outputs, logit bias, priority, seed, ...), or a function of the turn
             number and the transcript that returns them, for options that vary per turn.
+        tool_choice: ``"auto"`` (the model decides), ``"required"`` (at least one call),
+            ``"none"`` (no calls) or a tool's name (one call of that tool). It applies to the
+            first model turn of each run; later turns are ``"auto"``, so that the run can end
+            with an answer. ``"required"`` and a name constrain the output to the profile's
+            call format with structured outputs (an engine that supports them is needed:
+            ``VLLMEngine``); ``"none"`` keeps call markup as text. The prompt is the same for
+            every choice, so it does not cost prefix-cache reuse.
     """
 
     def __init__(
@@ -106,6 +120,7 @@ class Agent:
         tool_timeout: float | None = 60.0,
         max_concurrency: int | None = None,
         request_options: RequestOptions | None = None,
+        tool_choice: ToolChoice = "auto",
     ) -> None:
         if max_turns < 1:
             raise ValueError("max_turns must be at least 1")
@@ -117,26 +132,41 @@ class Agent:
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.request_options = request_options
+        self._check_tool_choice(tool_choice)
+        self.tool_choice = tool_choice
         self.dispatcher = Dispatcher(
             self.registry, timeout=tool_timeout, max_concurrency=max_concurrency
         )
 
-    def stream(self, prompt: str | Transcript) -> AgentStream:
+    def stream(
+        self, prompt: str | Transcript, *, tool_choice: ToolChoice | None = None
+    ) -> AgentStream:
         """Run the agent, yielding typed events as they happen.
 
         Use it as ``async with agent.stream(p) as events: async for event in events: ...``;
         plain ``async for event in agent.stream(p)`` works too when the loop runs to the end.
         Leaving the ``async with`` block early stops the run: the model request is aborted
-        and running tools are cancelled.
+        and running tools are cancelled. ``tool_choice`` overrides the agent's for this run.
         """
-        return AgentStream(self, self._start_transcript(prompt))
+        if tool_choice is None:
+            tool_choice = self.tool_choice
+        else:
+            self._check_tool_choice(tool_choice)
+        return AgentStream(self, self._start_transcript(prompt), tool_choice=tool_choice)
 
-    async def run(self, prompt: str | Transcript) -> RunResult:
-        """Run the agent to completion and return its result."""
-        async with self.stream(prompt) as events:
+    async def run(
+        self, prompt: str | Transcript, *, tool_choice: ToolChoice | None = None
+    ) -> RunResult:
+        """Run the agent to completion and return its result (see :meth:`stream`)."""
+        async with self.stream(prompt, tool_choice=tool_choice) as events:
             async for _ in events:
                 pass
         return events.result
+
+    def _check_tool_choice(self, choice: ToolChoice) -> None:
+        """Fail at once, not at the first request, for a choice this agent cannot honour."""
+        validate_tool_choice(choice, self.registry.names)
+        tool_choice_options(self.profile, choice, self.registry.schemas())
 
     def _start_transcript(self, prompt: str | Transcript) -> Transcript:
         if isinstance(prompt, str):
@@ -154,8 +184,11 @@ class Agent:
 class AgentStream:
     """One run of an agent, as a stream of events. See :meth:`Agent.stream`."""
 
-    def __init__(self, agent: Agent, transcript: Transcript) -> None:
+    def __init__(
+        self, agent: Agent, transcript: Transcript, *, tool_choice: ToolChoice = "auto"
+    ) -> None:
         self._agent = agent
+        self._tool_choice = tool_choice
         self.transcript = transcript
         self.run_id = f"run_{uuid.uuid4().hex[:16]}"
         self._usage: list[TurnUsage] = []
@@ -259,11 +292,13 @@ class AgentStream:
         agent = self._agent
         started = time.perf_counter()
         profile = agent.profile
-        parser = profile.new_parser(schemas)
+        choice = self._tool_choice if turn == 1 else "auto"
+        parser = profile.new_parser(schemas, tool_calls=choice != "none")
         prompt, prompt_ids = self._prompts.next_prompt(self.transcript)
         options = agent.request_options
         if callable(options):
             options = options(turn, self.transcript)
+        options = _merge_options(tool_choice_options(profile, choice, schemas), options or {})
         request = GenerationRequest(
             prompt=prompt,
             prompt_token_ids=prompt_ids,
@@ -271,7 +306,7 @@ class AgentStream:
             temperature=agent.temperature,
             stop=profile.stop,
             request_id=f"{self.run_id}-{turn}",
-            extra=dict(options or {}),
+            extra=options,
         )
         token_ids: list[int] = []
         usage = Usage()
@@ -339,3 +374,15 @@ class AgentStream:
             failure.transcript = self.transcript
             raise failure
         return message
+
+
+def _merge_options(choice: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
+    """The tool choice's request options, then the caller's; a clash is a configuration
+    error rather than one silently undoing the other."""
+    clash = sorted(choice.keys() & options.keys())
+    if clash:
+        raise ConfigurationError(
+            f"request_options sets {', '.join(clash)}, which the run's tool_choice also "
+            "needs; use tool_choice='auto' to pass your own"
+        )
+    return {**choice, **options}

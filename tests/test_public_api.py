@@ -27,6 +27,7 @@ def test_top_level_exports() -> None:
         "TextBlock",
         "Tool",
         "ToolCallBlock",
+        "ToolChoice",
         "ToolError",
         "ToolResultBlock",
         "Transcript",

@@ -14,6 +14,9 @@ from agentkit.parsing._base import SectionStep as SectionStep
 from agentkit.parsing._base import StreamParser as StreamParser
 from agentkit.parsing._base import ToolSection as ToolSection
 from agentkit.parsing._base import ToolSyntax as ToolSyntax
+from agentkit.parsing._constraints import CallShape as CallShape
+from agentkit.parsing._constraints import call_shape as call_shape
+from agentkit.parsing._constraints import tool_call_constraint as tool_call_constraint
 from agentkit.parsing._factory import create_parser as create_parser
 from agentkit.parsing._factory import stream_format_names as stream_format_names
 from agentkit.parsing._render import render_blocks as render_blocks
@@ -24,6 +27,7 @@ from agentkit.parsing.tools import get_tool_syntax as get_tool_syntax
 __all__ = [
     "CallArguments",
     "CallEnd",
+    "CallShape",
     "CallStart",
     "CallsInReasoning",
     "MarkerStreamParser",
@@ -32,9 +36,11 @@ __all__ = [
     "StreamParser",
     "ToolSection",
     "ToolSyntax",
+    "call_shape",
     "create_parser",
     "get_reasoning_syntax",
     "get_tool_syntax",
     "render_blocks",
     "stream_format_names",
+    "tool_call_constraint",
 ]

@@ -69,12 +69,18 @@ class Profile:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def new_parser(
-        self, tool_schemas: Mapping[str, Mapping[str, Any]] | None = None
+        self,
+        tool_schemas: Mapping[str, Mapping[str, Any]] | None = None,
+        *,
+        tool_calls: bool = True,
     ) -> StreamParser:
-        """A fresh incremental parser for one assistant turn of this model."""
+        """A fresh incremental parser for one assistant turn of this model.
+
+        With ``tool_calls=False`` (``tool_choice="none"``) call markup stays text.
+        """
         return create_parser(
             self.reasoning,
-            self.tool_format,
+            self.tool_format if tool_calls else None,
             tool_schemas=dict(tool_schemas or {}),
             calls_in_reasoning=self.calls_in_reasoning,
         )

@@ -390,6 +390,7 @@ def test_public_names() -> None:
     assert set(agentkit.parsing.__all__) == {
         "CallArguments",
         "CallEnd",
+        "CallShape",
         "CallStart",
         "CallsInReasoning",
         "MarkerStreamParser",
@@ -398,11 +399,13 @@ def test_public_names() -> None:
         "StreamParser",
         "ToolSection",
         "ToolSyntax",
+        "call_shape",
         "create_parser",
         "get_reasoning_syntax",
         "get_tool_syntax",
         "render_blocks",
         "stream_format_names",
+        "tool_call_constraint",
     }
     parser: agentkit.parsing.StreamParser = MAKE()  # satisfies the protocol
     assert parser.blocks == []

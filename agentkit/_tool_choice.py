@@ -1,0 +1,65 @@
+"""``tool_choice``: whether the model may, must or must not call tools, or which one.
+
+``"auto"`` leaves it to the model. ``"required"`` and a tool's name constrain the output with
+a grammar of the profile's own call format (vLLM structured outputs), so even a small model
+emits a valid call that the format's parser reads. ``"none"`` asks the engine never to emit
+the format's call markers (``bad_words``) and parses the turn without a tool syntax, so
+anything call-like stays text and nothing is dispatched. Tools stay in the prompt in every
+case: the prompt, and with it the prefix cache, does not depend on the choice.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from agentkit.errors import ConfigurationError
+from agentkit.parsing import get_reasoning_syntax, get_tool_syntax, tool_call_constraint
+from agentkit.profiles import Profile
+
+__all__ = ["ToolChoice", "tool_choice_options", "validate_tool_choice"]
+
+ToolChoice = str
+"""``"auto"``, ``"required"``, ``"none"``, or the name of one of the agent's tools."""
+
+_MODES = frozenset({"auto", "required", "none"})
+
+
+def validate_tool_choice(choice: ToolChoice, tool_names: Collection[str]) -> None:
+    """A :class:`ConfigurationError` unless ``choice`` is a mode or one of ``tool_names``."""
+    if choice in _MODES:
+        if choice == "required" and not tool_names:
+            raise ConfigurationError("tool_choice='required' needs at least one tool")
+        return
+    if choice not in tool_names:
+        known = ", ".join(sorted(tool_names)) or "none"
+        raise ConfigurationError(
+            f"tool_choice {choice!r} is neither 'auto', 'required', 'none' nor a tool's name "
+            f"(tools: {known})"
+        )
+
+
+def tool_choice_options(
+    profile: Profile, choice: ToolChoice, schemas: Mapping[str, Mapping[str, Any]]
+) -> dict[str, Any]:
+    """The request options (``GenerationRequest.extra``) that enforce ``choice``."""
+    if choice == "auto":
+        return {}
+    if profile.tool_format is None:
+        raise ConfigurationError(
+            f"tool_choice={choice!r} needs a tool-call format, and profile "
+            f"{profile.name!r} has none"
+        )
+    syntax = get_tool_syntax(profile.tool_format)
+    if choice == "none":
+        markers = list(syntax.start_markers)
+        return {"bad_words": markers} if markers else {}
+    reasoning = get_reasoning_syntax(profile.reasoning) if profile.reasoning else None
+    document = tool_call_constraint(
+        syntax,
+        schemas,
+        name=None if choice == "required" else choice,
+        reasoning=reasoning,
+    )
+    return {"structured_outputs": {"structural_tag": json.dumps(document, ensure_ascii=False)}}
