@@ -60,7 +60,16 @@ register_profile(
     Profile(
         name="qwen3-coder",
         description="Qwen3-Coder: <think> reasoning, XML <function=...> tool calls.",
-        template=ChatMLTemplate(get_tool_syntax("qwen3_coder"), qwen3_coder_tools_section),
+        template=ChatMLTemplate(
+            get_tool_syntax("qwen3_coder"),
+            qwen3_coder_tools_section,
+            default_tools_system=(
+                "You are Qwen, a helpful AI assistant that can interact with a computer to "
+                "solve tasks."
+            ),
+            call_gap="\n\n",
+            response_end="\n",
+        ),
         reasoning="think",
         tool_format="qwen3_coder",
         stop=(IM_END,),
@@ -71,7 +80,11 @@ register_profile(
     Profile(
         name="smollm2",
         description="SmolLM2 Instruct (ChatML, no reasoning): Hermes JSON tool calls, prompted.",
-        template=ChatMLTemplate(get_tool_syntax("hermes"), hermes_tools_section),
+        template=ChatMLTemplate(
+            get_tool_syntax("hermes"),
+            hermes_tools_section,
+            default_system="You are a helpful AI assistant named SmolLM, trained by Hugging Face",
+        ),
         reasoning=None,
         tool_format="hermes",
         stop=(IM_END,),

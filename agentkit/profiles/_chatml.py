@@ -41,36 +41,54 @@ def hermes_tools_section(tools: Sequence[ToolSpec]) -> str:
     )
 
 
+def _xml_extra(values: object, handled: set[str]) -> str:
+    """Schema keys the signature has no tag for, one ``<key>value</key>`` each, as
+    Qwen3-Coder's template writes them (JSON for objects and lists, Python's ``str`` for the
+    rest: ``False``, ``3``)."""
+    if not isinstance(values, dict):
+        return ""
+    parts = []
+    for key, value in values.items():
+        if key in handled:
+            continue
+        if isinstance(value, (dict, list, tuple)):
+            text = json.dumps(value, ensure_ascii=False)
+        else:
+            text = str(value)
+        parts.append(f"\n<{key}>{text}</{key}>")
+    return "".join(parts)
+
+
 def _xml_function(spec: ToolSpec) -> str:
-    function = spec.get("function", spec)
-    parts = [f"<function>\n<name>{function['name']}</name>"]
-    if function.get("description"):
-        parts.append(f"<description>{function['description'].strip()}</description>")
-    parts.append("<parameters>")
-    parameters = function.get("parameters") or {}
-    required = set(parameters.get("required", ()))
-    for key, schema in (parameters.get("properties") or {}).items():
-        parts.append(f"<parameter>\n<name>{key}</name>")
-        if "type" in schema:
-            parts.append(f"<type>{schema['type']}</type>")
-        if schema.get("description"):
-            parts.append(f"<description>{schema['description'].strip()}</description>")
-        extra = {k: v for k, v in schema.items() if k not in {"type", "description", "title"}}
-        if extra:
-            parts.append(f"<schema>{json.dumps(extra, ensure_ascii=False)}</schema>")
-        if key in required:
-            parts.append("<required>true</required>")
-        parts.append("</parameter>")
-    parts.append("</parameters>\n</function>")
-    return "\n".join(parts)
+    function = dict(spec.get("function", spec))
+    parts = [f"\n<function>\n<name>{function['name']}</name>"]
+    if "description" in function:
+        parts.append(f"\n<description>{str(function['description']).strip()}</description>")
+    parts.append("\n<parameters>")
+    parameters = function.get("parameters")
+    properties = parameters.get("properties") if isinstance(parameters, dict) else None
+    if isinstance(properties, dict):
+        for key, schema in properties.items():
+            parts.append(f"\n<parameter>\n<name>{key}</name>")
+            if "type" in schema:
+                parts.append(f"\n<type>{schema['type']}</type>")
+            if "description" in schema:
+                parts.append(f"\n<description>{str(schema['description']).strip()}</description>")
+            parts.append(_xml_extra(schema, {"name", "type", "description"}))
+            parts.append("\n</parameter>")
+    parts.append(_xml_extra(parameters, {"type", "properties"}))
+    parts.append("\n</parameters>")
+    parts.append(_xml_extra(function, {"type", "name", "description", "parameters"}))
+    parts.append("\n</function>")
+    return "".join(parts)
 
 
 def qwen3_coder_tools_section(tools: Sequence[ToolSpec]) -> str:
     """The tool instructions of Qwen3-Coder (XML function signatures, XML calls)."""
-    functions = "\n".join(_xml_function(spec) for spec in tools)
+    functions = "".join(_xml_function(spec) for spec in tools)
     return (
         "# Tools\n\nYou have access to the following functions:\n\n"
-        f"<tools>\n{functions}\n</tools>\n\n"
+        f"<tools>{functions}\n</tools>\n\n"
         "If you choose to call a function ONLY reply in the following format with NO "
         "suffix:\n\n<tool_call>\n<function=example_function_name>\n"
         "<parameter=example_parameter_1>\nvalue_1\n</parameter>\n"
@@ -100,6 +118,15 @@ class ChatMLTemplate:
 
     tool_syntax: ToolSyntax | None
     tools_section: Callable[[Sequence[ToolSpec]], str] = hermes_tools_section
+    default_system: str = ""
+    """The system message the model's template writes when the transcript has none."""
+    default_tools_system: str = ""
+    """The same, only when there are tools (Qwen3-Coder)."""
+    call_gap: str = "\n"
+    """What separates text from the calls after it (trailing newlines of the text replaced)."""
+    response_end: str = ""
+    """What follows each ``</tool_response>`` (Qwen3-Coder: a newline); without it, the
+    responses are joined by newlines."""
 
     def render(
         self,
@@ -113,6 +140,10 @@ class ChatMLTemplate:
         system = ""
         if messages and messages[0].role == "system":
             system = messages.pop(0).text
+        elif self.default_system:
+            system = self.default_system
+        elif tools and self.default_tools_system:
+            system = self.default_tools_system
         if tools:
             system = (
                 f"{system}\n\n{self.tools_section(tools)}" if system else self.tools_section(tools)
@@ -151,7 +182,11 @@ class ChatMLTemplate:
                 while i < len(messages) and messages[i].role == "tool":
                     results.extend(b for b in messages[i].content if isinstance(b, ToolResultBlock))
                     i += 1
-                body = "\n".join(f"<tool_response>\n{r.content}\n</tool_response>" for r in results)
+                responses = [f"<tool_response>\n{r.content}\n</tool_response>" for r in results]
+                if self.response_end:
+                    body = "".join(r + self.response_end for r in responses)
+                else:
+                    body = "\n".join(responses)
                 out.append(f"{IM_START}user\n{body}{IM_END}\n")
                 continue
             if message.role == "assistant":
@@ -166,24 +201,28 @@ class ChatMLTemplate:
             return raw
         parts: list[str] = []
         pending: list[ToolCallBlock] = []
+        after_text = False
         for block in message.content:
             if isinstance(block, ToolCallBlock):
                 pending.append(block)
                 continue
             if pending:
-                parts.append(self._calls(pending, after=parts))
+                parts.append(self._calls(pending, parts, after_text))
                 pending = []
+            after_text = isinstance(block, TextBlock)
             if isinstance(block, ReasoningBlock):
                 parts.append(f"<think>\n{block.text.strip(chr(10))}\n</think>\n\n")
             elif isinstance(block, TextBlock):
                 parts.append(block.text)
         if pending:
-            parts.append(self._calls(pending, after=parts))
+            parts.append(self._calls(pending, parts, after_text))
         return "".join(parts)
 
-    def _calls(self, calls: list[ToolCallBlock], *, after: list[str]) -> str:
+    def _calls(self, calls: list[ToolCallBlock], parts: list[str], after_text: bool) -> str:
         if self.tool_syntax is None:
             return ""
-        # Qwen's templates put a newline between content and the first call.
-        separate = bool(after) and not after[-1].endswith("\n")
-        return ("\n" if separate else "") + self.tool_syntax.render(calls)
+        # Qwen's templates separate content from the first call (Qwen3: one newline,
+        # Qwen3-Coder: the trimmed content, then two).
+        if after_text and parts and parts[-1].strip():
+            parts[-1] = parts[-1].rstrip("\n") + self.call_gap
+        return self.tool_syntax.render(calls)
