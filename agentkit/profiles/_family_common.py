@@ -1,0 +1,127 @@
+"""Pieces the family templates share: the system prompt, runs of tool results, and the
+canonical rendering of an assistant message's blocks in generation order.
+
+Every family template follows the same two rules as :class:`~agentkit.profiles.ChatMLTemplate`:
+an assistant message whose blocks all remember ``raw`` is replayed verbatim (the model's exact
+output), and any other is rendered from its blocks in order, so interleaved reasoning and calls
+stay interleaved. Dropping old reasoning is not a template's business: the replay policy removes
+reasoning blocks before rendering.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from agentkit.profiles._profile import ToolSpec
+from agentkit.transcript import (
+    Message,
+    ReasoningBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
+
+__all__ = [
+    "CallsRenderer",
+    "canonical_assistant",
+    "function_of",
+    "opens_with_reasoning",
+    "preceding_calls",
+    "split_system",
+    "to_json",
+    "tool_results",
+]
+
+CallsRenderer = Callable[[list[ToolCallBlock], list[str]], str]
+"""Renders a run of consecutive calls, given the parts of the message rendered so far."""
+
+
+def to_json(value: Any, *, indent: int | None = None) -> str:
+    """JSON as the chat templates write it (``tojson`` in transformers, ``json.dumps`` in
+    DeepSeek's encoders): non-ASCII kept, keys in their given order, ``", "``/``": "``."""
+    return json.dumps(value, ensure_ascii=False, indent=indent)
+
+
+def function_of(spec: ToolSpec) -> dict[str, Any]:
+    """The ``function`` part of an OpenAI tool spec (a bare function spec passes through)."""
+    function = spec.get("function", spec)
+    return dict(function)
+
+
+def split_system(messages: Sequence[Message]) -> tuple[str | None, int]:
+    """The leading system message's text (``None`` without one) and the index after it."""
+    if messages and messages[0].role == "system":
+        return messages[0].text, 1
+    return None, 0
+
+
+def tool_results(messages: Sequence[Message], i: int) -> tuple[list[ToolResultBlock], int]:
+    """The results of the run of tool messages starting at ``i``, and the index after it."""
+    results: list[ToolResultBlock] = []
+    while i < len(messages) and messages[i].role == "tool":
+        results.extend(b for b in messages[i].content if isinstance(b, ToolResultBlock))
+        i += 1
+    return results, i
+
+
+def preceding_calls(messages: Sequence[Message], i: int) -> list[ToolCallBlock]:
+    """The calls of the assistant message before the run of tool messages around ``i``."""
+    j = i - 1
+    while j >= 0 and messages[j].role == "tool":
+        j -= 1
+    return messages[j].tool_calls if j >= 0 and messages[j].role == "assistant" else []
+
+
+def opens_with_reasoning(message: Message | None) -> bool:
+    """Whether an assistant message begins inside reasoning.
+
+    Families whose prompt opens the reasoning block (``<think>`` at the end of the generation
+    prompt) write that opener before such a message and a closed block (``</think>``) before
+    any other: a message generated in thinking mode (whose first block is reasoning, even an
+    empty one) replays after the same opener it was generated after, and one whose reasoning
+    the replay policy removed gets the template's form for a turn without reasoning.
+    """
+    return (
+        message is not None
+        and message.role == "assistant"
+        and bool(message.content)
+        and isinstance(message.content[0], ReasoningBlock)
+    )
+
+
+def canonical_assistant(
+    message: Message,
+    *,
+    reasoning: Callable[[str, bool], str],
+    text: Callable[[str, list[str]], str],
+    calls: CallsRenderer,
+    opened: bool = False,
+) -> str:
+    """The model-format text of an assistant message: ``message.raw`` when every block has it,
+    otherwise each block rendered in order (consecutive calls together).
+
+    ``reasoning(text, opened)`` renders one reasoning block; ``opened`` is true for the first
+    block when the prompt already wrote the start marker. ``text`` and ``calls`` get the parts
+    rendered so far, for separators that depend on what came before.
+    """
+    raw = message.raw
+    if raw is not None:
+        return raw
+    parts: list[str] = []
+    pending: list[ToolCallBlock] = []
+    for index, block in enumerate(message.content):
+        if isinstance(block, ToolCallBlock):
+            pending.append(block)
+            continue
+        if pending:
+            parts.append(calls(pending, parts))
+            pending = []
+        if isinstance(block, ReasoningBlock):
+            parts.append(reasoning(block.text, opened and index == 0))
+        elif isinstance(block, TextBlock):
+            parts.append(text(block.text, parts))
+    if pending:
+        parts.append(calls(pending, parts))
+    return "".join(parts)
