@@ -1,41 +1,108 @@
-"""Each turn's prompt, extended from the last one where the engine and template allow it.
+"""Each turn's prompt, extended from the last one where the engine, template and policy allow.
 
 Exact replay at the token level: when the engine can tokenize (``engine.encode``) and the
 profile's template can render a continuation, the prompt of turn N+1 is the token ids of turn
 N's prompt, then the ids the model generated, then the tokens of only the new text (the end of
 the assistant message the model did not generate, the tool results, the generation prompt).
 The engine's prefix cache then covers the whole history, and building the prompt costs time
-proportional to the new text, not to the history. Otherwise the whole transcript is rendered
-as text and the engine tokenizes it.
+proportional to the new text, not to the history.
+
+The prompt is rebuilt from the whole transcript instead when something before the new
+messages changes: the reasoning-replay policy drops reasoning that the previous prompt showed
+(``drop_all`` after each turn with reasoning, ``drop_on_plain_turns`` when a new user message
+closes a task), context compaction removed something, or the template cannot extend prompts.
+Each prompt says why it was rebuilt (:attr:`Prompt.rebuilt`), so a cache miss is explained.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from agentkit.profiles import IncrementalTemplate, Profile
-from agentkit.transcript import Message, Transcript
+from agentkit.errors import ConfigurationError, ContextWindowExceeded
+from agentkit.profiles import (
+    IncrementalTemplate,
+    Profile,
+    ReplayPolicy,
+    dropped_reasoning,
+    has_reasoning,
+    replay_view,
+)
+from agentkit.transcript import Message, ToolResultBlock, Transcript
 
-__all__ = ["PromptBuilder"]
+__all__ = ["Compaction", "Prompt", "PromptBuilder"]
+
+
+@dataclass(frozen=True, slots=True)
+class Compaction:
+    """What context compaction removed to make a prompt fit."""
+
+    reasoning_blocks: int
+    """Reasoning blocks removed (in this compaction)."""
+    tool_outputs: int
+    """Tool outputs replaced by a short note (in this compaction)."""
+    tokens_before: int
+    tokens_after: int
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """One request's prompt."""
+
+    text: str
+    token_ids: list[int] | None
+    """The exact ids, where the engine tokenizes; ``None`` lets the engine tokenize ``text``."""
+    rebuilt: str | None = None
+    """Why this prompt does not extend the previous prompt and output (``None``: it does, or
+    it is the first)."""
+    compaction: Compaction | None = None
 
 
 class PromptBuilder:
-    """Builds the prompts of one run, turn after turn."""
+    """Builds the prompts of one run, turn after turn.
 
-    def __init__(self, profile: Profile, engine: object, tools: Sequence[dict[str, Any]]) -> None:
+    Args:
+        profile: the model's profile (template, stop strings, context window).
+        engine: the engine; its ``encode``, when it has one, makes prompts token-exact.
+        tools: the tools' specs, rendered into the prompt by the template.
+        replay: the reasoning-replay policy (default: the profile's).
+        reserve_tokens: tokens kept free for the turn's output when checking the window.
+    """
+
+    def __init__(
+        self,
+        profile: Profile,
+        engine: object,
+        tools: Sequence[dict[str, Any]],
+        *,
+        replay: ReplayPolicy | None = None,
+        reserve_tokens: int = 0,
+    ) -> None:
         self._profile = profile
         self._tools = tools
+        self.policy: ReplayPolicy = replay or profile.replay
+        if self.policy == "template_native" and isinstance(profile.template, IncrementalTemplate):
+            raise ConfigurationError(
+                f"profile {profile.name!r}: the 'template_native' replay policy hands reasoning "
+                "to the model's own chat template; give the profile one "
+                "(template=HFChatTemplate(...)) or choose another policy"
+            )
+        self._reserve = reserve_tokens
         encode = getattr(engine, "encode", None)
+        self._encode: Callable[[str], list[int]] | None = encode if callable(encode) else None
         template = profile.template
-        self._encode: Callable[[str], list[int]] | None = None
         self._template: IncrementalTemplate | None = None
-        if callable(encode) and isinstance(template, IncrementalTemplate):
-            self._encode = encode
+        self._stops: list[tuple[str, list[int]]] = []
+        """Each stop string and its ids, longest ids first."""
+        if self._encode is not None and isinstance(template, IncrementalTemplate):
             self._template = template
-            end = template.assistant_end
-            self._stop = next((s for s in profile.stop if s and end.startswith(s)), "")
-            self._stop_ids: list[int] = list(encode(self._stop)) if self._stop else []
+            stops = [(s, list(self._encode(s))) for s in profile.stop if s]
+            self._stops = sorted(stops, key=lambda pair: len(pair[1]), reverse=True)
+        self._tail_stop: tuple[str, int] | None = None
+        """The stop the model generated last when the text after its message does not begin
+        with it (GLM ends a turn with the next role marker; engines drop stop tokens' text):
+        its string and id count."""
         # The prompt sent last (text and ids), and after the model's turn, the history so far.
         self._text: str | None = None
         self._ids: list[int] | None = None
@@ -44,25 +111,29 @@ class PromptBuilder:
         self._covered = 0
         """Messages already covered by ``_text`` / ``_ids``."""
         self._extendable = False
+        self._shown_dropped: frozenset[int] = frozenset()
+        """Messages whose reasoning the last prompt left out."""
+        self._compacted: set[int] = set()
+        """Messages whose reasoning compaction removed (for the rest of the run)."""
+        self._removed_outputs: set[tuple[int, int]] = set()
+        """(message, block) of tool outputs compaction removed (for the rest of the run)."""
 
-    def next_prompt(self, transcript: Transcript) -> tuple[str, list[int] | None]:
-        """The text and (where the engine tokenizes) token ids of the next prompt."""
-        ids: list[int] | None
-        if (
-            self._extendable
-            and self._template is not None
-            and self._encode is not None
-            and self._text is not None
-            and self._ids is not None
-        ):
-            continuation = self._template.render_continuation(transcript, self._covered)
-            text = self._text + continuation
-            ids = self._ids + list(self._encode(self._pending + continuation))
+    def next_prompt(self, transcript: Transcript) -> Prompt:
+        """The next prompt for ``transcript`` (compacted if it would not fit the window)."""
+        dropped = frozenset(dropped_reasoning(transcript, self.policy) | self._compacted)
+        rebuilt = self._why_rebuild(dropped)
+        if rebuilt is None:
+            prompt = self._extend(transcript)
         else:
-            text = self._profile.render(transcript, self._tools)
-            ids = list(self._encode(text)) if self._encode is not None else None
-        self._text, self._ids, self._extendable = text, ids, False
-        return text, ids
+            prompt = self._render(transcript, dropped, rebuilt)
+        compaction = None
+        limit = self._limit()
+        ids = prompt.token_ids
+        if limit is not None and ids is not None and len(ids) + self._reserve > limit:
+            prompt, dropped, compaction = self._compact(transcript, prompt, dropped, limit)
+        self._text, self._ids, self._extendable = prompt.text, prompt.token_ids, False
+        self._shown_dropped = dropped
+        return Prompt(prompt.text, prompt.token_ids, prompt.rebuilt, compaction)
 
     def record(self, transcript: Transcript, message: Message) -> None:
         """The model's message for the last prompt was appended to ``transcript``."""
@@ -70,13 +141,177 @@ class PromptBuilder:
         if self._template is None or self._ids is None or message.token_ids is None or raw is None:
             self._extendable = False
             return
-        end = self._template.assistant_end
+        end = self._assistant_end(message)
         generated = list(message.token_ids)
-        n = len(self._stop_ids)
-        model_closed = n > 0 and generated[-n:] == self._stop_ids
-        self._pending = end[len(self._stop) :] if model_closed else end
+        stop = self._generated_stop(generated)
+        self._tail_stop = None
+        self._pending = end
+        if stop is not None:
+            string, _ = stop
+            if end.startswith(string):
+                self._pending = end[len(string) :]  # the model wrote that part itself
+            else:
+                self._tail_stop = stop
         assert self._text is not None
         self._text = self._text + raw + end
         self._ids = self._ids + generated
         self._covered = len(transcript.messages)
         self._extendable = True
+
+    def _assistant_end(self, message: Message) -> str:
+        assert self._template is not None
+        end_for = getattr(self._template, "assistant_end_for", None)
+        return str(end_for(message)) if callable(end_for) else self._template.assistant_end
+
+    def _generated_stop(self, generated: list[int]) -> tuple[str, int] | None:
+        """The stop string whose ids end ``generated`` (the engine reports the stop token's
+        id but not its text), as (string, number of ids)."""
+        for string, ids in self._stops:
+            if ids and generated[-len(ids) :] == ids:
+                return string, len(ids)
+        return None
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _why_rebuild(self, dropped: frozenset[int]) -> str | None:
+        if self._text is None:
+            return "first prompt"
+        if self._template is None:
+            return "the engine or template cannot extend prompts"
+        if not self._extendable:
+            return "the last turn has no generated token ids to extend"
+        newly = sorted(i for i in dropped - self._shown_dropped if i < self._covered)
+        if self._compacted & set(newly):
+            return "context compaction"
+        if newly or self._shown_dropped - dropped:
+            which = ", ".join(str(i) for i in newly)
+            return f"replay policy {self.policy!r} dropped the reasoning of message(s) {which}"
+        return None
+
+    def _extend(self, transcript: Transcript) -> Prompt:
+        assert self._template is not None
+        assert self._encode is not None
+        assert self._text is not None
+        assert self._ids is not None
+        continuation = self._template.render_continuation(transcript, self._covered)
+        text = self._text + continuation
+        rest = self._pending + continuation
+        ids = self._ids
+        why = None
+        if self._tail_stop is not None:
+            string, n = self._tail_stop
+            if rest.startswith(string):
+                rest = rest[len(string) :]  # the marker the model stopped on comes next
+            else:
+                # Its stop token is not in the history's text (Harmony writes a final answer's
+                # <|return|> as <|end|>): the one token where the prompt departs from the output.
+                ids = ids[:-n]
+                why = (
+                    f"the chat template closes the turn with {rest[:12]!r}, not the "
+                    f"{string!r} the model stopped with"
+                )
+        return Prompt(text, ids + list(self._encode(rest)), why)
+
+    def _render(self, transcript: Transcript, dropped: frozenset[int], why: str) -> Prompt:
+        view = replay_view(transcript, dropped, self._removed_outputs)
+        text = self._profile.template.render(view, self._tools)
+        ids, note = self._encode_rendered(text, view) if self._encode is not None else (None, None)
+        if why == "first prompt":
+            why_text = note
+            if dropped:
+                which = ", ".join(str(i) for i in sorted(dropped))
+                why_text = (
+                    f"replay policy {self.policy!r} leaves out the reasoning of message(s) {which}"
+                )
+            return Prompt(text, ids, why_text)
+        return Prompt(text, ids, why)
+
+    def _encode_rendered(self, text: str, view: Transcript) -> tuple[list[int], str | None]:
+        """The ids of a whole rendered prompt: the generated ids of each assistant message
+        replayed from its raw text, and the text between them encoded. This is what the
+        incremental path produces (so a new run on an old transcript extends the old prompts
+        token for token); re-encoding the whole text would not reproduce the model's own
+        tokens where BPE merges across block boundaries. The note says where the history's
+        text departs from a turn's output (a stop token the template writes differently)."""
+        assert self._encode is not None
+        if self._template is None:
+            return list(self._encode(text)), None
+        ids: list[int] = []
+        note = None
+        pos = 0
+        for message in view.messages:
+            raw = message.raw
+            if message.role != "assistant" or message.token_ids is None or raw is None:
+                continue
+            start = text.find(raw, pos) if raw else -1
+            if start < 0:
+                return list(self._encode(text)), None  # not replayed verbatim: encode it all
+            generated = list(message.token_ids)
+            ids += self._encode(text[pos:start])
+            pos = start + len(raw)
+            stop = self._generated_stop(generated)
+            if stop is not None:
+                string, n = stop
+                if text.startswith(string, pos):
+                    pos += len(string)
+                else:
+                    generated = generated[:-n]
+                    note = (
+                        f"the chat template closes the turn with {text[pos : pos + 12]!r}, "
+                        f"not the {string!r} the model stopped with"
+                    )
+            ids += generated
+        ids += self._encode(text[pos:])
+        return ids, note
+
+    def _limit(self) -> int | None:
+        window = self._profile.context_window
+        if window is None:
+            return None
+        return int(window * self._profile.compaction_threshold)
+
+    def _compact(
+        self, transcript: Transcript, prompt: Prompt, dropped: frozenset[int], limit: int
+    ) -> tuple[Prompt, frozenset[int], Compaction]:
+        """Remove old reasoning, then old tool outputs (oldest first), until the prompt and
+        the output budget fit ``limit``; the newest assistant message and tool results stay."""
+        assert prompt.token_ids is not None
+        assert self._encode is not None
+        before = len(prompt.token_ids)
+        messages = transcript.messages
+        last_assistant = max(
+            (i for i, m in enumerate(messages) if m.role == "assistant"), default=-1
+        )
+        reasoning = [
+            i for i in range(last_assistant) if has_reasoning(messages[i]) and i not in dropped
+        ]
+        self._compacted.update(reasoning)
+        dropped = dropped | frozenset(reasoning)
+        prompt = self._render(transcript, dropped, "context compaction")
+        assert prompt.token_ids is not None
+        outputs = [
+            (i, j)
+            for i in range(last_assistant)
+            if messages[i].role == "tool"
+            for j, block in enumerate(messages[i].content)
+            if isinstance(block, ToolResultBlock) and (i, j) not in self._removed_outputs
+        ]
+        removed = 0
+        while len(prompt.token_ids) + self._reserve > limit and removed < len(outputs):
+            excess = len(prompt.token_ids) + self._reserve - limit
+            saved = 0
+            while saved < excess and removed < len(outputs):
+                i, j = outputs[removed]
+                block = messages[i].content[j]
+                assert isinstance(block, ToolResultBlock)
+                saved += max(len(self._encode(block.content)) - 16, 1)
+                self._removed_outputs.add((i, j))
+                removed += 1
+            prompt = self._render(transcript, dropped, "context compaction")
+            assert prompt.token_ids is not None
+        assert prompt.token_ids is not None
+        needed = len(prompt.token_ids) + self._reserve
+        if needed > limit:
+            raise ContextWindowExceeded(needed, limit, transcript=transcript)
+        compaction = Compaction(len(reasoning), removed, before, len(prompt.token_ids))
+        return prompt, dropped, compaction

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import aclosing
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 from anyio.abc import TaskGroup
@@ -33,15 +33,18 @@ from agentkit.errors import (
 )
 from agentkit.events import (
     AgentEvent,
+    ContextCompacted,
     ParseEvent,
     RunComplete,
     ToolCallComplete,
     TurnComplete,
     TurnUsage,
 )
-from agentkit.profiles import Profile, get_profile
+from agentkit.profiles import Profile, ReplayPolicy, get_profile
+from agentkit.profiles._replay import validate_replay_policy
 from agentkit.tools import Dispatcher, Tool, ToolRegistry
-from agentkit.transcript import Message, TextBlock, Transcript
+from agentkit.transcript import Message, TextBlock, ToolResultBlock, Transcript
+from agentkit.truncation import TruncationPolicy, truncate
 
 __all__ = ["Agent", "AgentStream", "RequestOptions", "RunResult", "RunUsage"]
 
@@ -105,6 +108,12 @@ class Agent:
             call format with structured outputs (an engine that supports them is needed:
             ``VLLMEngine``); ``"none"`` keeps call markup as text. The prompt is the same for
             every choice, so it does not cost prefix-cache reuse.
+        replay: the reasoning-replay policy (``keep_all``, ``drop_on_plain_turns``,
+            ``drop_all``, ``template_native``); default: the profile's.
+        truncation: how tool outputs are cut before they enter the model's context
+            (a :class:`~agentkit.truncation.TruncationPolicy` or ``{"mode": "tokens" |
+            "bytes" | "lines", "limit": N}``); ``None``: the profile's; ``False``: never.
+            Events and ``ToolResultBlock.original_content`` keep the full output.
     """
 
     def __init__(
@@ -121,6 +130,8 @@ class Agent:
         max_concurrency: int | None = None,
         request_options: RequestOptions | None = None,
         tool_choice: ToolChoice = "auto",
+        replay: ReplayPolicy | None = None,
+        truncation: TruncationPolicy | Mapping[str, Any] | Literal[False] | None = None,
     ) -> None:
         if max_turns < 1:
             raise ValueError("max_turns must be at least 1")
@@ -134,6 +145,23 @@ class Agent:
         self.request_options = request_options
         self._check_tool_choice(tool_choice)
         self.tool_choice = tool_choice
+        self.replay: ReplayPolicy = validate_replay_policy(replay or self.profile.replay)
+        PromptBuilder(self.profile, engine, [], replay=self.replay)  # fails early if it must
+        self.truncation = (
+            None
+            if truncation is False
+            else TruncationPolicy.parse(truncation)
+            if truncation is not None
+            else self.profile.truncation
+        )
+        tokenizes = callable(getattr(engine, "encode", None)) and callable(
+            getattr(engine, "decode", None)
+        )
+        if self.truncation is not None and self.truncation.mode == "tokens" and not tokenizes:
+            raise ConfigurationError(
+                "token truncation of tool outputs needs the model's tokenizer, and this "
+                "engine has none (no encode/decode); use mode 'bytes' or 'lines'"
+            )
         self.dispatcher = Dispatcher(
             self.registry, timeout=tool_timeout, max_concurrency=max_concurrency
         )
@@ -197,7 +225,13 @@ class AgentStream:
         self._task_group: TaskGroup | None = None
         self._receive: MemoryObjectReceiveStream[AgentEvent] | None = None
         self._done = False
-        self._prompts = PromptBuilder(agent.profile, agent.engine, agent.registry.specs())
+        self._prompts = PromptBuilder(
+            agent.profile,
+            agent.engine,
+            agent.registry.specs(),
+            replay=agent.replay,
+            reserve_tokens=agent.max_tokens or 0,
+        )
 
     @property
     def result(self) -> RunResult:
@@ -294,14 +328,25 @@ class AgentStream:
         profile = agent.profile
         choice = self._tool_choice if turn == 1 else "auto"
         parser = profile.new_parser(schemas, tool_calls=choice != "none")
-        prompt, prompt_ids = self._prompts.next_prompt(self.transcript)
+        prompt = self._prompts.next_prompt(self.transcript)
+        if prompt.compaction is not None:
+            c = prompt.compaction
+            await send.send(
+                ContextCompacted(
+                    turn=turn,
+                    reasoning_blocks=c.reasoning_blocks,
+                    tool_outputs=c.tool_outputs,
+                    tokens_before=c.tokens_before,
+                    tokens_after=c.tokens_after,
+                )
+            )
         options = agent.request_options
         if callable(options):
             options = options(turn, self.transcript)
         options = _merge_options(tool_choice_options(profile, choice, schemas), options or {})
         request = GenerationRequest(
-            prompt=prompt,
-            prompt_token_ids=prompt_ids,
+            prompt=prompt.text,
+            prompt_token_ids=prompt.token_ids,
             max_tokens=agent.max_tokens,
             temperature=agent.temperature,
             stop=profile.stop,
@@ -354,10 +399,12 @@ class AgentStream:
                         finish_reason=finish_reason,
                         tool_calls=len(message.tool_calls),
                         usage=turn_usage,
+                        prompt_rebuilt=prompt.rebuilt,
                     )
                 )
         if tools.results:
-            self.transcript.append(Message(role="tool", content=list(tools.results)))
+            results = [self._for_context(r) for r in tools.results]
+            self.transcript.append(Message(role="tool", content=list(results)))
         _log.info(
             "turn",
             run_id=self.run_id,
@@ -374,6 +421,23 @@ class AgentStream:
             failure.transcript = self.transcript
             raise failure
         return message
+
+    def _for_context(self, result: ToolResultBlock) -> ToolResultBlock:
+        """The result as the model sees it: truncated by the agent's policy, the full output
+        kept in ``original_content``."""
+        policy = self._agent.truncation
+        if policy is None:
+            return result
+        engine = self._agent.engine
+        cut = truncate(
+            result.content,
+            policy,
+            encode=getattr(engine, "encode", None),
+            decode=getattr(engine, "decode", None),
+        )
+        if not cut.truncated:
+            return result
+        return result.model_copy(update={"content": cut.text, "original_content": result.content})
 
 
 def _merge_options(choice: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:

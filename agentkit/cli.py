@@ -125,17 +125,29 @@ def _profiles_command(args: argparse.Namespace) -> int:
                 "aliases": list(p.aliases),
                 "reasoning_parser": p.reasoning,
                 "tool_parser": p.tool_format,
+                "replay": p.replay,
+                "truncation": (
+                    None
+                    if p.truncation is None
+                    else {"mode": p.truncation.mode, "limit": p.truncation.limit}
+                ),
+                "context_window": p.context_window,
+                "compaction_threshold": p.compaction_threshold,
+                "stop": list(p.stop),
+                "special_tokens": list(p.special_tokens),
+                "tokenizer": p.tokenizer,
                 "description": p.description,
             }
             for p in profiles
         ]
-        json.dump(rows, sys.stdout, indent=2)
+        json.dump(rows, sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
         return 0
     for p in profiles:
+        window = f"{p.context_window // 1024}K" if p.context_window else "-"
         print(
-            f"{p.name:<14} reasoning={p.reasoning or '-':<12} tools={p.tool_format or '-':<12}"
-            f" {p.description}"
+            f"{p.name:<14} reasoning={p.reasoning or '-':<13} tools={p.tool_format or '-':<12}"
+            f" replay={p.replay:<20} context={window:<6} {p.description}"
         )
     return 0
 
@@ -297,6 +309,36 @@ def _run_command(args: argparse.Namespace) -> int:
     return anyio.run(go)
 
 
+def _check_replay_command(args: argparse.Namespace) -> int:
+    import anyio
+
+    from agentkit.profiles._replay import validate_replay_policy
+    from agentkit.replay_check import check_replay
+
+    policy = validate_replay_policy(args.policy) if args.policy else None
+    report = anyio.run(lambda: check_replay(args.profile, turns=args.turns, policy=policy))
+    if args.json:
+        json.dump(report.to_json(), sys.stdout, indent=2, ensure_ascii=False)
+        sys.stdout.write("\n")
+        return 0 if report.ok else 1
+    print(f"profile {report.profile}, replay policy {report.policy}, tokenizer: {report.tokenizer}")
+    print(f"{'turn':>4} {'prompt':>8} {'reused':>8} {'of prev':>8}  status")
+    for t in report.turns:
+        if t.divergence is None:
+            status = "extends the previous prompt + output" if t.turn > 1 else "first prompt"
+        elif t.reason is not None:
+            status = f"diverges as intended: {t.reason}"
+        else:
+            status = "UNEXPLAINED DIVERGENCE"
+        counts = f"{t.turn:>4} {t.prompt_tokens:>8} {t.reused_tokens:>8} {t.previous_tokens:>8}"
+        print(f"{counts}  {status}")
+        if t.divergence is not None:
+            print(f"{'':>33}{t.divergence}")
+    broken = sum(not t.explained for t in report.turns)
+    print("ok: every break is explained" if report.ok else f"FAILED: {broken} unexplained break(s)")
+    return 0 if report.ok else 1
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="agentkit", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -320,6 +362,24 @@ def _build_parser() -> argparse.ArgumentParser:
     profiles = commands.add_parser("profiles", help="list the model profiles")
     profiles.add_argument("--json", action="store_true", help="print JSON")
     profiles.set_defaults(handler=_profiles_command)
+
+    check = commands.add_parser(
+        "check-replay",
+        help="report prompt reuse turn by turn on a scripted tool-using session",
+        description="Run a scripted multi-turn session (interleaved reasoning and tool calls, "
+        "tasks ending in answers) with a profile and print, per turn, the prompt tokens, the "
+        "tokens reused from the previous prompt + output, and where the prompt first diverges. "
+        "Exits 1 when a break is not explained by the replay policy.",
+    )
+    check.add_argument("--profile", required=True, help="profile name or alias")
+    check.add_argument("--turns", type=_positive_int, default=12, help="model turns; 12")
+    check.add_argument(
+        "--policy",
+        help="reasoning-replay policy to check instead of the profile's "
+        "(keep_all, drop_on_plain_turns, drop_all, template_native)",
+    )
+    check.add_argument("--json", action="store_true", help="print JSON")
+    check.set_defaults(handler=_check_replay_command)
 
     run = commands.add_parser(
         "run",

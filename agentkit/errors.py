@@ -21,7 +21,8 @@ Two kinds of failure matter to an agent and are kept apart:
     └── RunError                    stops a run; carries the transcript so far
         ├── EngineError             the engine failed to produce output
         │   └── ScriptExhaustedError  a ScriptedEngine received more requests than outputs
-        └── MaxTurnsExceeded        the model was still calling tools after ``max_turns`` turns
+        ├── MaxTurnsExceeded        the model was still calling tools after ``max_turns`` turns
+        └── ContextWindowExceeded   the prompt does not fit even after compaction
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AgentkitError",
     "ConfigurationError",
+    "ContextWindowExceeded",
     "EngineError",
     "MalformedToolCallError",
     "MaxTurnsExceeded",
@@ -130,3 +132,20 @@ class MaxTurnsExceeded(RunError):
             transcript=transcript,
         )
         self.max_turns = max_turns
+
+
+class ContextWindowExceeded(RunError):
+    """The next prompt does not fit the model's context window, even with everything
+    compaction may remove gone."""
+
+    def __init__(
+        self, prompt_tokens: int, limit: int, *, transcript: Transcript | None = None
+    ) -> None:
+        super().__init__(
+            f"the prompt needs {prompt_tokens} tokens (output budget included) and the context "
+            f"allows {limit}, after removing old reasoning and tool outputs; raise the "
+            "profile's context_window, lower max_tokens, or start a new transcript",
+            transcript=transcript,
+        )
+        self.prompt_tokens = prompt_tokens
+        self.limit = limit

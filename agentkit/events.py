@@ -22,6 +22,7 @@ from agentkit.transcript import ToolResultBlock, Transcript
 
 __all__ = [
     "AgentEvent",
+    "ContextCompacted",
     "ParseEvent",
     "ReasoningComplete",
     "ReasoningDelta",
@@ -159,6 +160,22 @@ class TurnComplete(_Event):
     finish_reason: str
     tool_calls: int
     usage: TurnUsage
+    prompt_rebuilt: str | None = None
+    """Why this turn's prompt did not extend the previous prompt and output (the replay
+    policy dropped reasoning, context compaction, an engine without a tokenizer...), or
+    ``None`` when it did: then the prefix cache can cover the whole history."""
+
+
+class ContextCompacted(_Event):
+    """The next prompt would not fit the context window, so old reasoning and then old tool
+    outputs were removed from it (the transcript keeps them)."""
+
+    type: Literal["context_compacted"] = "context_compacted"
+    turn: int
+    reasoning_blocks: int
+    tool_outputs: int
+    tokens_before: int
+    tokens_after: int
 
 
 class RunComplete(_Event):
@@ -180,6 +197,7 @@ AgentEvent = Annotated[
     | ToolCallComplete
     | ToolResultEvent
     | TurnComplete
+    | ContextCompacted
     | RunComplete,
     Field(discriminator="type"),
 ]

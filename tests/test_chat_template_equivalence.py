@@ -5,10 +5,10 @@ turns (``PromptBuilder``). Wherever the model's chat template is itself prefix-s
 must be the same text, byte for byte: the model was trained on the template's form.
 
 Qwen3's template is not prefix-stable across user turns: it drops the ``<think>`` block of every
-assistant message before the last user query. agentkit keeps it (it replays each turn as
-generated, so the prefix cache covers the whole history). Within the current task (everything
-after the last user message) the template keeps reasoning, and there the two are equal; the
-tests below state the difference before it exactly instead of skipping it.
+assistant message before the last user query. The qwen3 profile's replay policy,
+``drop_on_plain_turns``, does the same, and the prompts are equal; under ``keep_all`` agentkit
+keeps that reasoning in place (the prefix cache then covers the whole history), and the tests
+state the difference exactly instead of skipping it.
 
 The transcripts are converted to the OpenAI-style messages a client sends
 (``role``/``content``/``reasoning_content``/``tool_calls``, one ``tool`` message per result),
@@ -379,15 +379,32 @@ async def test_qwen3_incremental_prompts_are_the_chat_template() -> None:
         assert request.prompt == expected
         assert request.prompt_token_ids == encode(expected)
 
-    # A new user message: the template now drops the first task's reasoning; agentkit keeps
-    # it (a prompt that extends the history), and the rest is the same text.
+    # A new user message: the template now drops the first task's reasoning, and so does the
+    # qwen3 profile's replay policy (drop_on_plain_turns): the prompts are the template's
+    # again. The first prompt after the new user message is rebuilt, a deliberate divergence.
     follow_up = first.transcript.model_copy(deep=True)
     follow_up.add("user", "And c?")
+    assert agent.replay == "drop_on_plain_turns"
     second = await agent.run(follow_up)
     assert second.transcript.messages[-1].text == "c is unknown."
-    earlier = [think("I need both."), think("Check a again, in depth."), think("1 + 2 = 3.")]
     later = _transcripts_before_each_turn(second.transcript)[3:]
     for request, before in zip(engine.requests[3:], later, strict=True):
+        expected = apply_chat_template(QWEN3, openai_messages(before), tools)
+        assert request.prompt == expected
+        assert request.prompt_token_ids == encode(expected)
+
+    # keep_all keeps the first task's reasoning in place (a prompt that extends the history):
+    # the same text as the template's, plus exactly the blocks the template drops.
+    engine_keep = TokenEngine(
+        [think("c is unknown.") + hermes("lookup", key="c"), "c is unknown."]
+    )
+    keep = agentkit.Agent(
+        engine=engine_keep, tools=[lookup], system="You are terse.", replay="keep_all"
+    )
+    kept = await keep.run(follow_up)
+    earlier = [think("I need both."), think("Check a again, in depth."), think("1 + 2 = 3.")]
+    later = _transcripts_before_each_turn(kept.transcript)[3:]
+    for request, before in zip(engine_keep.requests, later, strict=True):
         expected = apply_chat_template(QWEN3, openai_messages(before), tools)
         assert request.prompt != expected
         prompt = request.prompt

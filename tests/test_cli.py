@@ -367,7 +367,7 @@ def test_an_invalid_chunking_is_a_usage_error(
     [
         (["--tool-parser", "nope"], "unknown tool-call syntax 'nope'; valid choices: "),
         (["--reasoning-parser", "nope"], "unknown reasoning syntax 'nope'; valid choices: "),
-        (["--profile", "nope"], "unknown profile 'nope'; known profiles: qwen3, qwen3-coder"),
+        (["--profile", "nope"], "unknown profile 'nope'; known profiles: deepseek-r1, "),
         ([], "give --tool-parser, --reasoning-parser or --profile"),
     ],
 )
@@ -402,29 +402,62 @@ def test_a_missing_file_is_a_usage_error(
 # --- profiles --------------------------------------------------------------------------------
 
 
+PROFILE_IDS = [
+    "deepseek-r1",
+    "deepseek-v3.1",
+    "deepseek-v3.2",
+    "deepseek-v4",
+    "generic",
+    "glm-4.5",
+    "glm-4.7",
+    "gpt-oss",
+    "kimi-k2",
+    "llama3",
+    "minimax-m2",
+    "mistral",
+    "nemotron",
+    "qwen3",
+    "qwen3-coder",
+    "smollm2",
+]
+
+
 def test_profiles_lists_the_catalog(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["profiles"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == len(list_profiles()) == 3
-    qwen3, coder, smollm2 = lines
-    assert qwen3.split()[:3] == ["qwen3", "reasoning=think", "tools=hermes"]
-    assert coder.split()[:3] == ["qwen3-coder", "reasoning=think", "tools=qwen3_coder"]
-    assert smollm2.split()[:3] == ["smollm2", "reasoning=-", "tools=hermes"]
+    assert len(lines) == len(list_profiles()) == len(PROFILE_IDS)
+    by_name = {line.split()[0]: line.split() for line in lines}
+    assert sorted(by_name) == PROFILE_IDS
+    assert by_name["qwen3"][1:4] == [
+        "reasoning=think",
+        "tools=hermes",
+        "replay=drop_on_plain_turns",
+    ]
+    assert by_name["qwen3-coder"][2] == "tools=qwen3_coder"
+    assert by_name["smollm2"][1:3] == ["reasoning=-", "tools=hermes"]
+    assert by_name["deepseek-v4"][3:5] == ["replay=keep_all", "context=1024K"]
 
 
 def test_profiles_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["profiles", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert [row["name"] for row in rows] == ["qwen3", "qwen3-coder", "smollm2"]
+    assert [row["name"] for row in rows] == PROFILE_IDS
+    by_name = {row["name"]: row for row in rows}
     for row in rows:
-        assert set(row) == {"name", "aliases", "reasoning_parser", "tool_parser", "description"}
-    assert [row["reasoning_parser"] for row in rows] == ["think", "think", None]
-    for row in rows:
+        assert row["replay"] in ("keep_all", "drop_on_plain_turns", "drop_all", "template_native")
         assert isinstance(row["aliases"], list)
         assert row["description"]
-    assert rows[0]["tool_parser"] == "hermes"
-    assert rows[1]["tool_parser"] == "qwen3_coder"
-    assert "qwen3-thinking" in rows[0]["aliases"]
+        assert row["stop"]
+        assert set(row["stop"]) <= set(row["special_tokens"])
+        assert row["context_window"] > 0
+    qwen3 = by_name["qwen3"]
+    assert (qwen3["reasoning_parser"], qwen3["tool_parser"]) == ("think", "hermes")
+    assert by_name["qwen3-coder"]["tool_parser"] == "qwen3_coder"
+    assert by_name["smollm2"]["reasoning_parser"] is None
+    assert by_name["nemotron"]["reasoning_parser"] == "nemotron_deci"
+    assert by_name["gpt-oss"]["tool_parser"] == "harmony"
+    assert "qwen3-thinking" in qwen3["aliases"]
+    assert qwen3["truncation"] == {"mode": "bytes", "limit": 100_000}
 
 
 def test_a_command_is_required(capsys: pytest.CaptureFixture[str]) -> None:

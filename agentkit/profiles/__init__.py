@@ -8,14 +8,24 @@ from agentkit.profiles._profile import ChatTemplate as ChatTemplate
 from agentkit.profiles._profile import IncrementalTemplate as IncrementalTemplate
 from agentkit.profiles._profile import Profile as Profile
 from agentkit.profiles._profile import ToolSpec as ToolSpec
+from agentkit.profiles._replay import TOOL_OUTPUT_REMOVED as TOOL_OUTPUT_REMOVED
+from agentkit.profiles._replay import ReplayPolicy as ReplayPolicy
+from agentkit.profiles._replay import dropped_reasoning as dropped_reasoning
+from agentkit.profiles._replay import has_reasoning as has_reasoning
+from agentkit.profiles._replay import replay_view as replay_view
 
 __all__ = [
+    "TOOL_OUTPUT_REMOVED",
     "ChatMLTemplate",
     "ChatTemplate",
     "IncrementalTemplate",
     "Profile",
+    "ReplayPolicy",
     "ToolSpec",
+    "dropped_reasoning",
     "get_profile",
+    "has_reasoning",
     "list_profiles",
     "register_profile",
+    "replay_view",
 ]

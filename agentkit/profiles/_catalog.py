@@ -1,49 +1,231 @@
-"""The catalog of model profiles: one place to add a model family."""
+"""The catalog of model profiles: one place to add a model family.
+
+Profiles are looked up by name or alias (:func:`get_profile`, strict), or by a served model
+name (:func:`profile_for_model`): exact aliases first, then glob patterns, most specific first
+(``*qwen3-coder*`` before ``*qwen3*``), then the ``generic`` fallback with a logged warning.
+Aliases are extendable in code (:func:`register_alias`) and from a TOML or JSON file
+(:func:`load_aliases`; the file named by ``$AGENTKIT_PROFILE_ALIASES`` is read on first use).
+"""
 
 from __future__ import annotations
 
+import fnmatch
+import json
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from agentkit._logging import get_logger
 from agentkit.errors import ConfigurationError
-from agentkit.parsing import get_tool_syntax
+from agentkit.parsing import get_reasoning_syntax, get_tool_syntax
 from agentkit.profiles._chatml import (
     IM_END,
+    IM_START,
     ChatMLTemplate,
     hermes_tools_section,
     qwen3_coder_tools_section,
 )
+from agentkit.profiles._families import FAMILY_FORMATS, FAMILY_STOPS, FAMILY_TEMPLATES
 from agentkit.profiles._profile import Profile
+from agentkit.profiles._replay import ReplayPolicy
+from agentkit.truncation import TruncationPolicy
 
-__all__ = ["get_profile", "list_profiles", "register_profile"]
+__all__ = [
+    "ALIASES_ENV",
+    "FALLBACK_PROFILE",
+    "get_profile",
+    "list_profiles",
+    "load_aliases",
+    "profile_for_model",
+    "register_alias",
+    "register_profile",
+]
+
+ALIASES_ENV = "AGENTKIT_PROFILE_ALIASES"
+"""Environment variable naming a TOML or JSON alias file read on the first lookup."""
+FALLBACK_PROFILE = "generic"
+
+_log = get_logger("agentkit.profiles")
 
 _PROFILES: dict[str, Profile] = {}
-_ALIASES: dict[str, str] = {}
+_NAMES: dict[str, str] = {}
+"""Lower-cased profile name or exact alias -> profile name."""
+_PATTERNS: dict[str, str] = {}
+"""Lower-cased glob pattern -> profile name."""
+_env_loaded = False
 
 
 def register_profile(profile: Profile, *, replace: bool = False) -> None:
     """Add a profile (and its aliases) to the catalog."""
     names = (profile.name, *profile.aliases)
     if not replace:
-        taken = [n for n in names if n.lower() in _ALIASES]
+        taken = [n for n in names if n.lower() in _NAMES]
         if taken:
             raise ConfigurationError(f"profile name already registered: {', '.join(taken)}")
     _PROFILES[profile.name] = profile
     for name in names:
-        _ALIASES[name.lower()] = profile.name
+        _NAMES[name.lower()] = profile.name
+
+
+def register_alias(alias: str, profile: str) -> None:
+    """Map a served model name, or a glob pattern (``org/my-model-*``), to a profile."""
+    target = get_profile(profile).name
+    key = alias.lower()
+    if any(c in alias for c in "*?["):
+        _PATTERNS[key] = target
+    else:
+        _NAMES[key] = target
+
+
+def load_aliases(path: str | Path) -> dict[str, str]:
+    """Register the aliases of a TOML or JSON file and return them.
+
+    The file maps names or patterns to profiles, at the top level or under ``aliases``::
+
+        [aliases]
+        "my-org/coder-prod" = "qwen3-coder"
+        "*-r1-distill-*" = "deepseek-r1"
+    """
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+        data: Any = tomllib.loads(text) if file.suffix == ".toml" else json.loads(text)
+    except (OSError, ValueError) as error:
+        raise ConfigurationError(f"cannot read the profile alias file {file}: {error}") from error
+    table = data.get("aliases", data) if isinstance(data, dict) else None
+    if not isinstance(table, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in table.items()
+    ):
+        raise ConfigurationError(
+            f"{file}: expected a table of model name -> profile name (optionally under 'aliases')"
+        )
+    for alias, profile in table.items():
+        try:
+            register_alias(alias, profile)
+        except ConfigurationError as error:
+            raise ConfigurationError(f"{file}: alias {alias!r}: {error}") from error
+    return dict(table)
 
 
 def get_profile(name: str | Profile) -> Profile:
     """Look a profile up by name or alias (case-insensitive); a Profile passes through."""
     if isinstance(name, Profile):
         return name
-    key = _ALIASES.get(name.lower())
+    _load_env_aliases()
+    key = _NAMES.get(name.lower())
     if key is None:
         known = ", ".join(sorted(_PROFILES))
         raise ConfigurationError(f"unknown profile {name!r}; known profiles: {known}")
     return _PROFILES[key]
 
 
+def profile_for_model(model: str) -> Profile:
+    """The profile for a served model name or a local model path.
+
+    Exact names and aliases first, then glob patterns (the longest matching pattern wins),
+    tried on the whole name and on its last path component; an unknown model gets the
+    ``generic`` profile, with a warning that names it.
+    """
+    _load_env_aliases()
+    candidates = [model.lower()]
+    base = model.rstrip("/").rsplit("/", 1)[-1].lower()
+    if base != candidates[0]:
+        candidates.append(base)
+    for candidate in candidates:
+        if candidate in _NAMES:
+            return _PROFILES[_NAMES[candidate]]
+    for pattern in sorted(_PATTERNS, key=len, reverse=True):
+        if any(fnmatch.fnmatchcase(c, pattern) for c in candidates):
+            return _PROFILES[_PATTERNS[pattern]]
+    fallback = _PROFILES[FALLBACK_PROFILE]
+    _log.warning(
+        "no profile matches the model; using the fallback",
+        model=model,
+        profile=fallback.name,
+        fallback=fallback.description,
+        hint="pass profile=... or add an alias (register_alias, $AGENTKIT_PROFILE_ALIASES)",
+    )
+    return fallback
+
+
 def list_profiles() -> list[Profile]:
     return [_PROFILES[name] for name in sorted(_PROFILES)]
 
+
+def _load_env_aliases() -> None:
+    global _env_loaded
+    if _env_loaded:
+        return
+    _env_loaded = True
+    path = os.environ.get(ALIASES_ENV)
+    if path:
+        load_aliases(path)
+
+
+# --- the catalog ---------------------------------------------------------------------------
+
+
+def _specials(reasoning: str | None, tools: str | None, stops: tuple[str, ...]) -> tuple[str, ...]:
+    """The format's markers: stop strings, reasoning markers, tool section markers."""
+    out: list[str] = list(stops)
+    if reasoning and reasoning != "harmony":
+        syntax = get_reasoning_syntax(reasoning)
+        out += [syntax.start, syntax.end]
+    if tools and tools != "harmony":
+        out += list(get_tool_syntax(tools).start_markers)
+    return tuple(dict.fromkeys(out))
+
+
+def _family(
+    name: str,
+    description: str,
+    *,
+    replay: ReplayPolicy,
+    context_window: int,
+    tokenizer: str,
+    patterns: tuple[str, ...],
+    aliases: tuple[str, ...] = (),
+    truncation: Mapping[str, Any] | None = None,
+    extra_specials: tuple[str, ...] = (),
+) -> None:
+    reasoning, tools = FAMILY_FORMATS[name]
+    stops = FAMILY_STOPS[name]
+    register_profile(
+        Profile(
+            name=name,
+            description=description,
+            template=FAMILY_TEMPLATES[name],
+            reasoning=reasoning,
+            tool_format=tools,
+            stop=stops,
+            aliases=aliases,
+            special_tokens=_specials(reasoning, tools, stops) + extra_specials,
+            replay=replay,
+            truncation=TruncationPolicy.parse(truncation or _DEFAULT_TRUNCATION),
+            context_window=context_window,
+            tokenizer=tokenizer,
+        )
+    )
+    for pattern in patterns:
+        register_alias(pattern, name)
+
+
+_DEFAULT_TRUNCATION = {"mode": "bytes", "limit": 100_000}
+"""Tool outputs past ~100 KB (about 25K tokens) keep their head and tail: bytes, because every
+engine can measure them; a profile or agent can count tokens instead."""
+
+_CHATML_SPECIALS = (
+    IM_START,
+    IM_END,
+    "<think>",
+    "</think>",
+    "<tool_call>",
+    "</tool_call>",
+    "<tool_response>",
+    "</tool_response>",
+)
 
 register_profile(
     Profile(
@@ -54,12 +236,18 @@ register_profile(
         tool_format="hermes",
         stop=(IM_END,),
         aliases=("qwen3-thinking", "qwen3-instruct", "Qwen/Qwen3"),
+        special_tokens=_CHATML_SPECIALS,
+        replay="drop_on_plain_turns",
+        truncation=TruncationPolicy.parse(_DEFAULT_TRUNCATION),
+        context_window=40_960,
+        tokenizer="Qwen/Qwen3-8B",
     )
 )
+register_alias("*qwen3*", "qwen3")
 register_profile(
     Profile(
         name="qwen3-coder",
-        description="Qwen3-Coder: <think> reasoning, XML <function=...> tool calls.",
+        description="Qwen3-Coder: XML <function=...> tool calls (no reasoning of its own).",
         template=ChatMLTemplate(
             get_tool_syntax("qwen3_coder"),
             qwen3_coder_tools_section,
@@ -74,8 +262,36 @@ register_profile(
         tool_format="qwen3_coder",
         stop=(IM_END,),
         aliases=("qwen3_coder", "Qwen/Qwen3-Coder"),
+        special_tokens=_CHATML_SPECIALS,
+        replay="keep_all",
+        truncation=TruncationPolicy.parse(_DEFAULT_TRUNCATION),
+        context_window=262_144,
+        tokenizer="Qwen/Qwen3-Coder-30B-A3B-Instruct",
     )
 )
+register_alias("*qwen3-coder*", "qwen3-coder")
+register_alias("*qwen3_coder*", "qwen3-coder")
+register_profile(
+    Profile(
+        name="nemotron",
+        description="NVIDIA Nemotron (ChatML): <think> reasoning, Qwen3-Coder XML tool calls.",
+        template=ChatMLTemplate(
+            get_tool_syntax("qwen3_coder"),
+            qwen3_coder_tools_section,
+            call_gap="\n\n",
+            response_end="\n",
+        ),
+        reasoning="nemotron_deci",
+        tool_format="qwen3_coder",
+        stop=(IM_END,),
+        special_tokens=_CHATML_SPECIALS,
+        replay="drop_on_plain_turns",
+        truncation=TruncationPolicy.parse(_DEFAULT_TRUNCATION),
+        context_window=131_072,
+        tokenizer="nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16",
+    )
+)
+register_alias("*nemotron*", "nemotron")
 register_profile(
     Profile(
         name="smollm2",
@@ -89,5 +305,112 @@ register_profile(
         tool_format="hermes",
         stop=(IM_END,),
         aliases=("smollm2-instruct", "HuggingFaceTB/SmolLM2"),
+        special_tokens=_CHATML_SPECIALS,
+        replay="keep_all",
+        truncation=TruncationPolicy.parse({"mode": "bytes", "limit": 8_000}),
+        context_window=8_192,
+        tokenizer="HuggingFaceTB/SmolLM2-135M-Instruct",
     )
+)
+register_alias("*smollm2*", "smollm2")
+
+_family(
+    "deepseek-r1",
+    "DeepSeek-R1: reasoning opened by the prompt, DeepSeek V3 tool-call tokens.",
+    replay="drop_on_plain_turns",
+    context_window=163_840,
+    tokenizer="deepseek-ai/DeepSeek-R1-0528",
+    patterns=("*deepseek-r1*",),
+)
+_family(
+    "deepseek-v3.1",
+    "DeepSeek-V3.1 (thinking mode): <think> opened by the prompt, V3.1 tool-call tokens.",
+    replay="drop_on_plain_turns",
+    context_window=163_840,
+    tokenizer="deepseek-ai/DeepSeek-V3.1",
+    patterns=("*deepseek-v3.1*", "*deepseek-v3-1*"),
+)
+_family(
+    "deepseek-v3.2",
+    "DeepSeek-V3.2: <think> opened by the prompt, DSML <｜DSML｜function_calls> tool calls.",
+    replay="drop_on_plain_turns",
+    context_window=163_840,
+    tokenizer="deepseek-ai/DeepSeek-V3.2",
+    patterns=("*deepseek-v3.2*", "*deepseek-v3-2*"),
+)
+_family(
+    "deepseek-v4",
+    "DeepSeek-V4: <think> opened by the prompt, DSML <｜DSML｜tool_calls>; reasoning kept.",
+    replay="keep_all",
+    context_window=1_048_576,
+    tokenizer="deepseek-ai/DeepSeek-V4",
+    patterns=("*deepseek-v4*",),
+)
+_family(
+    "kimi-k2",
+    "Kimi K2 (Thinking): <think> reasoning, <|tool_calls_section_begin|> tool calls.",
+    replay="drop_on_plain_turns",
+    context_window=262_144,
+    tokenizer="moonshotai/Kimi-K2-Thinking",
+    patterns=("*kimi-k2*",),
+)
+_family(
+    "glm-4.5",
+    "GLM-4.5/4.6: <think> reasoning, <tool_call>name<arg_key>... calls, one per line.",
+    replay="drop_on_plain_turns",
+    context_window=131_072,
+    tokenizer="zai-org/GLM-4.5",
+    patterns=("*glm-4.5*", "*glm-4.6*"),
+    aliases=("glm-4.6",),
+)
+_family(
+    "glm-4.7",
+    "GLM-4.7: reasoning opened by the prompt and kept (preserved thinking), compact calls.",
+    replay="keep_all",
+    context_window=202_752,
+    tokenizer="zai-org/GLM-4.7",
+    patterns=("*glm-4.7*",),
+)
+_family(
+    "minimax-m2",
+    "MiniMax-M2: interleaved thinking kept in place, <minimax:tool_call> XML calls.",
+    replay="keep_all",
+    context_window=196_608,
+    tokenizer="MiniMaxAI/MiniMax-M2",
+    patterns=("*minimax-m2*",),
+)
+_family(
+    "gpt-oss",
+    "gpt-oss (Harmony): analysis/commentary/final channels, functions.* calls.",
+    replay="drop_on_plain_turns",
+    context_window=131_072,
+    tokenizer="openai/gpt-oss-20b",
+    patterns=("*gpt-oss*",),
+    extra_specials=("<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>"),
+)
+_family(
+    "llama3",
+    'Llama 3.x Instruct: JSON tool calls ({"name", "parameters"}), no reasoning.',
+    replay="keep_all",
+    context_window=131_072,
+    tokenizer="meta-llama/Llama-3.1-8B-Instruct",
+    patterns=("*llama-3*", "*llama3*"),
+    extra_specials=("<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>"),
+)
+_family(
+    "mistral",
+    "Mistral (v11 tokenizer): [THINK] reasoning, [TOOL_CALLS]name[ARGS]{...} calls.",
+    replay="keep_all",
+    context_window=131_072,
+    tokenizer="mistralai/Mistral-Small-3.2-24B-Instruct-2506",
+    patterns=("*mistral*", "*magistral*", "*devstral*"),
+    extra_specials=("<s>", "[INST]", "[/INST]", "[TOOL_RESULTS]", "[/TOOL_RESULTS]"),
+)
+_family(
+    "generic",
+    "Fallback for unknown models: ChatML, <think> reasoning, Hermes JSON tool calls.",
+    replay="keep_all",
+    context_window=32_768,
+    tokenizer="",
+    patterns=(),
 )

@@ -6,12 +6,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from agentkit.errors import ConfigurationError
 from agentkit.parsing import (
     CallsInReasoning,
     StreamParser,
     create_parser,
 )
+from agentkit.profiles._replay import ReplayPolicy, validate_replay_policy
 from agentkit.transcript import Transcript
+from agentkit.truncation import TruncationPolicy
 
 __all__ = ["ChatTemplate", "IncrementalTemplate", "Profile", "ToolSpec"]
 
@@ -55,7 +58,15 @@ class Profile:
     """How to talk to one model family.
 
     ``reasoning`` and ``tool_format`` name parsers from :mod:`agentkit.parsing`; ``template``
-    renders prompts; ``stop`` are the strings that end an assistant turn.
+    renders prompts; ``stop`` are the strings that end an assistant turn; ``special_tokens``
+    the format's markers that are single tokens in the model's vocabulary.
+
+    ``replay`` is the reasoning-replay policy (see :data:`ReplayPolicy`), ``truncation`` the
+    tool-output truncation policy (``None``: outputs enter the context whole), and
+    ``context_window`` the model's context in tokens: when a prompt plus the turn's output
+    budget would pass ``compaction_threshold`` of it, old reasoning and then old tool outputs
+    are removed from the prompt. ``tokenizer`` names the model's tokenizer (a Hugging Face id
+    or a local path) for tools that count tokens without an engine.
     """
 
     name: str
@@ -66,7 +77,22 @@ class Profile:
     stop: tuple[str, ...] = ()
     aliases: tuple[str, ...] = ()
     calls_in_reasoning: CallsInReasoning = "end_reasoning"
+    special_tokens: tuple[str, ...] = ()
+    replay: ReplayPolicy = "keep_all"
+    truncation: TruncationPolicy | None = None
+    context_window: int | None = None
+    compaction_threshold: float = 0.9
+    tokenizer: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        validate_replay_policy(self.replay)
+        if self.context_window is not None and self.context_window < 1:
+            raise ConfigurationError(f"profile {self.name!r}: context_window must be positive")
+        if not 0 < self.compaction_threshold <= 1:
+            raise ConfigurationError(
+                f"profile {self.name!r}: compaction_threshold must be in (0, 1]"
+            )
 
     def new_parser(
         self,

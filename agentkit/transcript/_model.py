@@ -74,6 +74,8 @@ class ToolResultBlock(_Block):
     name: str
     content: str
     is_error: bool = False
+    original_content: str | None = None
+    """The tool's full output when ``content`` was truncated for the model's context."""
 
 
 ContentBlock = Annotated[
