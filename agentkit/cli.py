@@ -205,9 +205,10 @@ def _resolve_model(args: argparse.Namespace) -> tuple[str, str]:
         path = ensure_smollm2(args.cache_dir, progress=not args.quiet)
         return str(path), args.profile or "smollm2"
     if args.profile is None:
-        raise ConfigurationError(
-            f"--model {args.model}: give --profile too (see `agentkit profiles`)"
-        )
+        from agentkit.profiles import profile_for_model
+
+        # By name or alias; an unknown model gets the generic profile, with a warning.
+        return args.model, profile_for_model(args.model).name
     return args.model, args.profile
 
 
@@ -389,7 +390,11 @@ def _build_parser() -> argparse.ArgumentParser:
         "into $AGENTKIT_CACHE_DIR/models (default ~/.cache/agentkit/models).",
     )
     run.add_argument("--model", help="any vLLM-loadable model directory or repo id")
-    run.add_argument("--profile", help="the model's profile (default smollm2 without --model)")
+    run.add_argument(
+        "--profile",
+        help="the model's profile (default: smollm2 without --model, else found from the "
+        "model's name, or generic)",
+    )
     run.add_argument("--max-turns", type=_positive_int, default=3, help="default 3")
     run.add_argument("--max-tokens", type=_positive_int, default=256, help="per turn; 256")
     run.add_argument("--max-model-len", type=_positive_int, default=2048, help="default 2048")

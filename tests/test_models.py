@@ -123,9 +123,13 @@ def test_run_rejects_bad_arguments(argv: list[str], spy: _Spy) -> None:
     assert spy.created == []
 
 
-def test_run_needs_a_profile_with_model(spy: _Spy, capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["run", "--model", "/some/model", "hi"]) == 2
-    assert "--profile" in capsys.readouterr().err
+def test_run_finds_the_profile_from_the_model_name(
+    spy: _Spy, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["run", "--model", "/models/SmolLM2-360M-Instruct", "hi"]) == 0
+    assert spy.created[0][0] == "/models/SmolLM2-360M-Instruct"
+    assert "84" in capsys.readouterr().out
+    spy.created.clear()
     assert cli.main(["run", "--model", "m", "--profile", "nope", "hi"]) == 2
     assert "unknown profile" in capsys.readouterr().err
     assert spy.created == []

@@ -1,9 +1,15 @@
 """Model profiles: per-family parsers, prompt templates and policies."""
 
+from agentkit.profiles._catalog import FALLBACK_PROFILE as FALLBACK_PROFILE
 from agentkit.profiles._catalog import get_profile as get_profile
 from agentkit.profiles._catalog import list_profiles as list_profiles
+from agentkit.profiles._catalog import load_aliases as load_aliases
+from agentkit.profiles._catalog import profile_for_model as profile_for_model
+from agentkit.profiles._catalog import register_alias as register_alias
 from agentkit.profiles._catalog import register_profile as register_profile
 from agentkit.profiles._chatml import ChatMLTemplate as ChatMLTemplate
+from agentkit.profiles._hf_template import HFChatTemplate as HFChatTemplate
+from agentkit.profiles._hf_template import chat_messages as chat_messages
 from agentkit.profiles._profile import ChatTemplate as ChatTemplate
 from agentkit.profiles._profile import IncrementalTemplate as IncrementalTemplate
 from agentkit.profiles._profile import Profile as Profile
@@ -15,17 +21,23 @@ from agentkit.profiles._replay import has_reasoning as has_reasoning
 from agentkit.profiles._replay import replay_view as replay_view
 
 __all__ = [
+    "FALLBACK_PROFILE",
     "TOOL_OUTPUT_REMOVED",
     "ChatMLTemplate",
     "ChatTemplate",
+    "HFChatTemplate",
     "IncrementalTemplate",
     "Profile",
     "ReplayPolicy",
     "ToolSpec",
+    "chat_messages",
     "dropped_reasoning",
     "get_profile",
     "has_reasoning",
     "list_profiles",
+    "load_aliases",
+    "profile_for_model",
+    "register_alias",
     "register_profile",
     "replay_view",
 ]

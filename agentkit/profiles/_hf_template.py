@@ -1,0 +1,203 @@
+"""A model's own Jinja chat template, for the ``template_native`` replay policy.
+
+The template gets the transcript as the OpenAI-style messages a client sends (``content``,
+``reasoning_content``, ``tool_calls`` with argument objects, ``tool`` messages) and decides
+itself what to keep; ``enable_thinking=True`` and ``truncate_history_thinking=False`` are
+passed whenever thinking is on. It is rendered as ``transformers``' ``apply_chat_template``
+renders it (a sandboxed Jinja environment with ``trim_blocks``/``lstrip_blocks``, ``tojson``
+without HTML escaping, ``raise_exception``, ``strftime_now``), from a local file, so no hub
+access is needed.
+
+An assistant message with reasoning between its calls becomes several consecutive assistant
+messages, one per reasoning block, so interleaved reasoning stays interleaved.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from agentkit.errors import ConfigurationError
+from agentkit.profiles._profile import ToolSpec
+from agentkit.transcript import (
+    Message,
+    ReasoningBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    Transcript,
+)
+
+__all__ = ["HFChatTemplate", "chat_messages"]
+
+
+def chat_messages(transcript: Transcript) -> list[dict[str, Any]]:
+    """The transcript as OpenAI-style chat messages (reasoning as ``reasoning_content``)."""
+    out: list[dict[str, Any]] = []
+    for message in transcript.messages:
+        if message.role == "tool":
+            for block in message.content:
+                if isinstance(block, ToolResultBlock):
+                    out.append(
+                        {
+                            "role": "tool",
+                            "tool_call_id": block.call_id,
+                            "name": block.name,
+                            "content": block.content,
+                        }
+                    )
+        elif message.role == "assistant":
+            out.extend(_assistant_messages(message))
+        else:
+            out.append({"role": message.role, "content": message.text})
+    return out
+
+
+def _assistant_messages(message: Message) -> list[dict[str, Any]]:
+    pieces: list[dict[str, Any]] = []
+    current: dict[str, Any] | None = None
+    for block in message.content:
+        if isinstance(block, ReasoningBlock) or current is None:
+            if current is not None:
+                pieces.append(current)
+            current = {"role": "assistant", "content": ""}
+        if isinstance(block, ReasoningBlock):
+            current["reasoning_content"] = block.text
+        elif isinstance(block, TextBlock):
+            current["content"] += block.text
+        elif isinstance(block, ToolCallBlock):
+            call = {"name": block.name, "arguments": block.arguments}
+            current.setdefault("tool_calls", []).append(
+                {"id": block.id, "type": "function", "function": call}
+            )
+    if current is not None:
+        pieces.append(current)
+    for piece in pieces:
+        piece["content"] = piece["content"].strip("\n")
+    return pieces or [{"role": "assistant", "content": ""}]
+
+
+@dataclass(frozen=True)
+class HFChatTemplate:
+    """The chat template at ``source``: a ``.jinja`` file, or a model directory with
+    ``chat_template.jinja`` or ``tokenizer_config.json``. ``profile`` names the profile in
+    error messages; ``thinking`` sets ``enable_thinking``; ``variables`` are passed to every
+    rendering (e.g. ``{"reasoning_effort": "high"}``)."""
+
+    source: str | Path
+    profile: str = "?"
+    thinking: bool = True
+    variables: Mapping[str, Any] = field(default_factory=dict)
+
+    def render(
+        self,
+        transcript: Transcript,
+        tools: Sequence[ToolSpec],
+        *,
+        add_generation_prompt: bool = True,
+    ) -> str:
+        template, origin = self._template()
+        options: dict[str, Any] = {"enable_thinking": self.thinking}
+        if self.thinking:
+            options["truncate_history_thinking"] = False
+        try:
+            return str(
+                template.render(
+                    messages=chat_messages(transcript),
+                    tools=[dict(t) for t in tools] or None,
+                    add_generation_prompt=add_generation_prompt,
+                    **{**options, **self.variables},
+                )
+            )
+        except Exception as error:  # a template's raise_exception, or a bug in it
+            raise ConfigurationError(
+                f"profile {self.profile!r}: the chat template from {origin} failed: {error}"
+            ) from error
+
+    def _template(self) -> tuple[Any, Path]:
+        cached = _COMPILED.get((str(self.source), self.profile))
+        if cached is not None:
+            return cached
+        path, text = self._read()
+        try:
+            compiled = _environment().from_string(text)
+        except Exception as error:
+            raise ConfigurationError(
+                f"profile {self.profile!r}: the chat template in {path} does not compile: {error}"
+            ) from error
+        _COMPILED[(str(self.source), self.profile)] = (compiled, path)
+        return compiled, path
+
+    def _read(self) -> tuple[Path, str]:
+        source = Path(self.source)
+        candidates = (
+            [source]
+            if source.suffix in (".jinja", ".j2", ".json")
+            else [source / "chat_template.jinja", source / "tokenizer_config.json"]
+        )
+        for path in candidates:
+            if not path.is_file():
+                continue
+            try:
+                text = path.read_text(encoding="utf-8")
+                if path.suffix != ".json":
+                    return path, text
+                value = json.loads(text).get("chat_template")
+            except (OSError, ValueError, AttributeError) as error:
+                raise ConfigurationError(
+                    f"profile {self.profile!r}: cannot read the chat template in {path}: {error}"
+                ) from error
+            if isinstance(value, list):  # named templates: the default one
+                value = next((t.get("template") for t in value if t.get("name") == "default"), None)
+            if isinstance(value, str):
+                return path, value
+            raise ConfigurationError(f"profile {self.profile!r}: {path} has no chat_template")
+        tried = ", ".join(str(p) for p in candidates)
+        raise ConfigurationError(
+            f"profile {self.profile!r}: no chat template found (looked for {tried}); give the "
+            "path of the model's chat_template.jinja or tokenizer_config.json"
+        )
+
+
+_COMPILED: dict[tuple[str, str], tuple[Any, Path]] = {}
+
+
+def _environment() -> Any:
+    try:
+        import jinja2.ext
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+    except ImportError as error:  # pragma: no cover - jinja2 is a dependency
+        raise ConfigurationError("chat templates need jinja2: pip install jinja2") from error
+
+    def tojson(
+        value: Any,
+        ensure_ascii: bool = False,
+        indent: int | None = None,
+        separators: tuple[str, str] | None = None,
+        sort_keys: bool = False,
+    ) -> str:
+        return json.dumps(
+            value,
+            ensure_ascii=ensure_ascii,
+            indent=indent,
+            separators=separators,
+            sort_keys=sort_keys,
+        )
+
+    def raise_exception(message: str) -> None:
+        raise jinja2.exceptions.TemplateError(message)
+
+    def strftime_now(format: str) -> str:
+        return datetime.now().strftime(format)
+
+    env = ImmutableSandboxedEnvironment(
+        trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols]
+    )
+    env.filters["tojson"] = tojson
+    env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = strftime_now
+    return env
