@@ -10,8 +10,8 @@ suite="${1:-all}"
 bash scripts/setup.sh dev
 
 echo "== ruff"
-.venv/bin/ruff check agentkit tests examples bench
-.venv/bin/ruff format --check agentkit tests examples bench
+.venv/bin/ruff check agentkit tests examples bench scripts
+.venv/bin/ruff format --check agentkit tests examples bench scripts
 echo "== mypy (strict)"
 .venv/bin/mypy
 echo "== pytest: fast suite"
