@@ -314,10 +314,13 @@ def _check_replay_command(args: argparse.Namespace) -> int:
     import anyio
 
     from agentkit.profiles._replay import validate_replay_policy
-    from agentkit.replay_check import check_replay
+    from agentkit.replay_check import check_replay, load_tokenizer
 
     policy = validate_replay_policy(args.policy) if args.policy else None
-    report = anyio.run(lambda: check_replay(args.profile, turns=args.turns, policy=policy))
+    tokenizer = load_tokenizer(args.tokenizer, args.profile) if args.tokenizer else None
+    report = anyio.run(
+        lambda: check_replay(args.profile, turns=args.turns, policy=policy, tokenizer=tokenizer)
+    )
     if args.json:
         json.dump(report.to_json(), sys.stdout, indent=2, ensure_ascii=False)
         sys.stdout.write("\n")
@@ -378,6 +381,11 @@ def _build_parser() -> argparse.ArgumentParser:
         "--policy",
         help="reasoning-replay policy to check instead of the profile's "
         "(keep_all, drop_on_plain_turns, drop_all, template_native)",
+    )
+    check.add_argument(
+        "--tokenizer",
+        help="a local Hugging Face tokenizer directory to count with (default: exact "
+        "character-level tokens, the profile's special tokens one id each)",
     )
     check.add_argument("--json", action="store_true", help="print JSON")
     check.set_defaults(handler=_check_replay_command)

@@ -20,12 +20,20 @@ from typing import Any
 import agentkit
 from agentkit.agent import Agent
 from agentkit.engine import GenerationChunk, GenerationRequest, Usage
+from agentkit.errors import ConfigurationError
 from agentkit.events import TurnComplete
 from agentkit.parsing import get_reasoning_syntax, get_tool_syntax, render_blocks
 from agentkit.profiles import Profile, ReplayPolicy, get_profile
 from agentkit.transcript import ContentBlock, ReasoningBlock, TextBlock, ToolCallBlock, Transcript
 
-__all__ = ["DELIBERATE", "ReplayReport", "TurnReplay", "check_replay", "session_outputs"]
+__all__ = [
+    "DELIBERATE",
+    "ReplayReport",
+    "TurnReplay",
+    "check_replay",
+    "load_tokenizer",
+    "session_outputs",
+]
 
 DELIBERATE = ("replay policy", "context compaction", "the chat template closes the turn")
 """How the reasons for deliberate rebuilds begin (see ``agentkit._prompt``)."""
@@ -271,3 +279,34 @@ async def check_replay(
         previous = ids + engine.generated[i]
         previous_text = text + decode(engine.generated[i])
     return report
+
+
+def load_tokenizer(
+    source: str, profile: str | Profile
+) -> tuple[str, Callable[[str], list[int]], Callable[[Sequence[int]], str]]:
+    """``(description, encode, decode)`` of the Hugging Face tokenizer at ``source`` (a local
+    directory with ``tokenizer.json``/``tokenizer_config.json``, or a hub id that is cached),
+    for :func:`check_replay`; a :class:`ConfigurationError` naming the file and the profile
+    when it cannot be loaded."""
+    name = get_profile(profile).name
+    try:
+        from transformers import AutoTokenizer
+    except ImportError as error:
+        raise ConfigurationError(
+            f"profile {name!r}: loading the tokenizer {source} needs transformers "
+            "(pip install 'agentkit[cpu]' or transformers)"
+        ) from error
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True)
+    except Exception as error:  # transformers raises OSError, ValueError, and more
+        raise ConfigurationError(
+            f"profile {name!r}: cannot load the tokenizer from {source}: {error}"
+        ) from error
+
+    def encode(text: str) -> list[int]:
+        return list(tokenizer.encode(text, add_special_tokens=False))
+
+    def decode(ids: Sequence[int]) -> str:
+        return str(tokenizer.decode(list(ids), skip_special_tokens=False))
+
+    return f"{source} ({type(tokenizer).__name__})", encode, decode
