@@ -310,6 +310,43 @@ def _run_command(args: argparse.Namespace) -> int:
     return anyio.run(go)
 
 
+def _serve_command(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from agentkit.server._serve import ServeOptions, build_app, check_bind
+
+    if args.engine == "scripted" and args.script is None:
+        raise ConfigurationError("--engine scripted needs --script FILE (JSON Lines)")
+    if args.engine == "vllm" and args.model is None:
+        raise ConfigurationError("give --model M (or --engine scripted --script FILE)")
+    api_key = args.api_key or os.environ.get("AGENTKIT_API_KEY") or None
+    check_bind(args.host, api_key)
+    signing = os.environ.get("AGENTKIT_SIGNING_KEY")
+    options = ServeOptions(
+        model=args.model if args.engine == "vllm" else None,
+        script=Path(args.script) if args.engine == "scripted" else None,
+        profile=args.profile,
+        served_model_name=args.served_model_name,
+        api_key=api_key,
+        log_prompts=Path(args.log_prompts) if args.log_prompts else None,
+        keep_billing_header=args.keep_billing_header,
+        max_concurrency=args.max_concurrency,
+        signing_key=signing.encode() if signing else None,
+        engine_options=_engine_options(args.max_model_len) if args.engine == "vllm" else None,
+    )
+    app, _, profile = build_app(options)
+    import uvicorn
+
+    print(
+        f"agentkit: serving {args.served_model_name or args.model or 'the script'} "
+        f"(profile {profile.name}) on http://{args.host}:{args.port}",
+        file=sys.stderr,
+        flush=True,
+    )
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    return 0
+
+
 def _check_replay_command(args: argparse.Namespace) -> int:
     import anyio
 
@@ -389,6 +426,33 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     check.add_argument("--json", action="store_true", help="print JSON")
     check.set_defaults(handler=_check_replay_command)
+
+    serve = commands.add_parser(
+        "serve",
+        help="serve a model over the Anthropic Messages API",
+        description="Serve a model over HTTP (Anthropic Messages API) on 127.0.0.1 by "
+        "default: Claude Code and other harnesses use it as a native backend.",
+    )
+    serve.add_argument("--model", help="any vLLM-loadable model directory or repo id")
+    serve.add_argument("--engine", choices=["vllm", "scripted"], default="vllm")
+    serve.add_argument(
+        "--script", help='with --engine scripted: JSON Lines, one {"output": "..."} per request'
+    )
+    serve.add_argument("--profile", help="the model's profile (default: from the model's name)")
+    serve.add_argument("--served-model-name", help="the model id /v1/models lists")
+    serve.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1")
+    serve.add_argument("--port", type=_positive_int, default=8000, help="default 8000")
+    serve.add_argument("--api-key", help="require this x-api-key (default $AGENTKIT_API_KEY)")
+    serve.add_argument("--log-prompts", help="write each request's exact prompt to this directory")
+    serve.add_argument(
+        "--keep-billing-header",
+        action="store_true",
+        help="keep a first system line 'x-anthropic-billing-header: ...' (stripped by default)",
+    )
+    serve.add_argument("--max-concurrency", type=_positive_int, help="429 beyond this many")
+    serve.add_argument("--max-model-len", type=_positive_int, default=8192, help="default 8192")
+    serve.add_argument("--log-level", default="warning", help="uvicorn's log level")
+    serve.set_defaults(handler=_serve_command)
 
     run = commands.add_parser(
         "run",

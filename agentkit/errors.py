@@ -20,6 +20,7 @@ Two kinds of failure matter to an agent and are kept apart:
     │   └── ToolExecutionError      the tool raised; the original exception is ``__cause__``
     └── RunError                    stops a run; carries the transcript so far
         ├── EngineError             the engine failed to produce output
+        │   ├── EngineOverloaded    the engine refused the request for now (retry later)
         │   └── ScriptExhaustedError  a ScriptedEngine received more requests than outputs
         ├── MaxTurnsExceeded        the model was still calling tools after ``max_turns`` turns
         └── ContextWindowExceeded   the prompt does not fit even after compaction
@@ -37,6 +38,7 @@ __all__ = [
     "ConfigurationError",
     "ContextWindowExceeded",
     "EngineError",
+    "EngineOverloaded",
     "MalformedToolCallError",
     "MaxTurnsExceeded",
     "RunError",
@@ -117,6 +119,11 @@ class EngineError(RunError):
     ) -> None:
         super().__init__(message, transcript=transcript)
         self.request_id = request_id
+
+
+class EngineOverloaded(EngineError):
+    """The engine cannot take the request now (its queue is full); retrying later may work.
+    HTTP adapters answer 529 ``overloaded_error``."""
 
 
 class ScriptExhaustedError(EngineError):

@@ -12,7 +12,6 @@ replay, and the report fails. ``agentkit check-replay`` prints it.
 
 from __future__ import annotations
 
-import re
 from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -20,6 +19,7 @@ from typing import Any
 import agentkit
 from agentkit.agent import Agent
 from agentkit.engine import GenerationChunk, GenerationRequest, Usage
+from agentkit.engine._char_tokenizer import CharTokenizer
 from agentkit.errors import ConfigurationError
 from agentkit.events import TurnComplete
 from agentkit.parsing import get_reasoning_syntax, get_tool_syntax, render_blocks
@@ -86,30 +86,6 @@ class ReplayReport:
             "ok": self.ok,
             "turns": [{**asdict(t), "explained": t.explained} for t in self.turns],
         }
-
-
-class _CharTokenizer:
-    """One id per character, each of the profile's special tokens one id: exact and
-    invertible, so every divergence it shows is a real difference in the text."""
-
-    def __init__(self, specials: Sequence[str]) -> None:
-        ordered = sorted({s for s in specials if s}, key=len, reverse=True)
-        self._ids = {s: 0x110000 + i for i, s in enumerate(ordered)}
-        self._names = {v: k for k, v in self._ids.items()}
-        pattern = "(" + "|".join(map(re.escape, ordered)) + ")"
-        self._split = re.compile(pattern) if ordered else None
-
-    def encode(self, text: str) -> list[int]:
-        if self._split is None:
-            return [ord(c) for c in text]
-        ids: list[int] = []
-        for piece in self._split.split(text):
-            special = self._ids.get(piece)
-            ids.extend([special] if special is not None else [ord(c) for c in piece])
-        return ids
-
-    def decode(self, ids: Sequence[int]) -> str:
-        return "".join(self._names.get(i) or chr(i) for i in ids)
 
 
 class _ReplayEngine:
@@ -226,7 +202,7 @@ async def check_replay(
     """
     profile = get_profile(profile)
     if tokenizer is None:
-        chars = _CharTokenizer([*profile.special_tokens, *profile.stop])
+        chars = CharTokenizer([*profile.special_tokens, *profile.stop])
         tokenizer = ("characters (special tokens as one id)", chars.encode, chars.decode)
     description, encode, decode = tokenizer
     tasks = session_outputs(profile, turns)

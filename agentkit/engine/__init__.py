@@ -8,18 +8,22 @@ from agentkit.engine._base import FinishReason as FinishReason
 from agentkit.engine._base import GenerationChunk as GenerationChunk
 from agentkit.engine._base import GenerationRequest as GenerationRequest
 from agentkit.engine._base import Usage as Usage
+from agentkit.engine._char_tokenizer import CharTokenizer as CharTokenizer
 from agentkit.engine._scripted import ScriptedEngine as ScriptedEngine
 from agentkit.engine._scripted import ScriptedOutput as ScriptedOutput
+from agentkit.engine._scripted import TokenizedScriptedEngine as TokenizedScriptedEngine
 from agentkit.engine._scripted import split_pseudo_tokens as split_pseudo_tokens
 from agentkit.engine._vllm import VLLMEngine as VLLMEngine
 
 __all__ = [
+    "CharTokenizer",
     "Engine",
     "FinishReason",
     "GenerationChunk",
     "GenerationRequest",
     "ScriptedEngine",
     "ScriptedOutput",
+    "TokenizedScriptedEngine",
     "Usage",
     "VLLMEngine",
     "split_pseudo_tokens",

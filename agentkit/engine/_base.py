@@ -56,12 +56,16 @@ class Usage:
 @dataclass(frozen=True, slots=True)
 class GenerationChunk:
     """A piece of output. The last chunk of a stream carries ``finish_reason`` and ``usage``
-    (its ``text`` may be empty)."""
+    (its ``text`` may be empty). An engine may also put a partial ``usage`` (prompt and cached
+    prompt tokens, known once prefill is done) on the first chunk."""
 
     text: str
     token_ids: Sequence[int] = ()
     finish_reason: FinishReason | None = None
     usage: Usage | None = None
+    stop_sequence: str | None = None
+    """On the last chunk: the stop string that ended the output, when one did (engines leave
+    it out of the text)."""
 
 
 @runtime_checkable

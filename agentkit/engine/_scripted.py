@@ -15,9 +15,10 @@ from dataclasses import dataclass
 import anyio
 
 from agentkit.engine._base import FinishReason, GenerationChunk, GenerationRequest, Usage
+from agentkit.engine._char_tokenizer import CharTokenizer
 from agentkit.errors import EngineError, ScriptExhaustedError
 
-__all__ = ["ScriptedEngine", "ScriptedOutput", "split_pseudo_tokens"]
+__all__ = ["ScriptedEngine", "ScriptedOutput", "TokenizedScriptedEngine", "split_pseudo_tokens"]
 
 _PSEUDO_TOKEN = re.compile(r"\s*\S{1,4}|\s+")
 
@@ -144,3 +145,91 @@ class ScriptedEngine:
                 time_to_first_token_s=first_token_at,
             ),
         )
+
+
+class TokenizedScriptedEngine(ScriptedEngine):
+    """A scripted engine with a tokenizer, streaming as vLLM does: one token per chunk with
+    its id, and the stop token at the end as an id without text.
+
+    With ``encode`` it makes the agent (or the HTTP server) build token-exact prompts, count
+    tokens and report cached prompt tokens as a prefix cache would (the longest prefix a prompt
+    shares, token for token, with an earlier prompt and its output). ``tokenizer`` defaults to
+    a :class:`CharTokenizer` over ``specials``; ``stop`` is the stop token appended to each
+    output's ids (a profile's first stop string).
+    """
+
+    def __init__(
+        self,
+        outputs: Sequence[ScriptItem],
+        *,
+        specials: Sequence[str] = (),
+        stop: str | None = None,
+        tokenizer: CharTokenizer | None = None,
+        token_delay: float = 0.0,
+    ) -> None:
+        super().__init__(outputs, token_delay=token_delay)
+        self.tokenizer = tokenizer or CharTokenizer([*specials, *([stop] if stop else [])])
+        self._stop_ids = self.tokenizer.encode(stop) if stop else []
+        self._history: list[list[int]] = []
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self.tokenizer.decode(ids)
+
+    async def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationChunk, None]:
+        self.requests.append(request)
+        if self._next >= len(self._outputs):
+            raise ScriptExhaustedError(
+                f"the script has no output left for request {len(self.requests)} "
+                f"(it holds {len(self._outputs)})",
+                request_id=request.request_id,
+            )
+        output = self._outputs[self._next]
+        self._next += 1
+        prompt = list(request.prompt_token_ids or self.encode(request.prompt))
+        cached = max((_common_prefix(prompt, seen) for seen in self._history), default=0)
+        start = time.perf_counter()
+        first_token_at: float | None = None
+        produced: list[int] = []
+        for piece in output.chunks:
+            if isinstance(piece, EngineError):
+                raise piece
+            if isinstance(piece, BaseException):
+                raise EngineError(
+                    f"scripted engine failure: {piece}", request_id=request.request_id
+                ) from piece
+            for token in self.encode(piece):
+                if self.token_delay:
+                    await anyio.sleep(self.token_delay)
+                else:
+                    await anyio.lowlevel.checkpoint()
+                early = None
+                if first_token_at is None:
+                    first_token_at = time.perf_counter() - start
+                    early = Usage(prompt_tokens=len(prompt), cached_prompt_tokens=cached)
+                produced.append(token)
+                yield GenerationChunk(text=self.decode([token]), token_ids=[token], usage=early)
+        stop = self._stop_ids if output.finish_reason == "stop" else []
+        self._history.append(prompt + produced + stop)
+        yield GenerationChunk(
+            text="",
+            token_ids=stop,
+            finish_reason=output.finish_reason,
+            usage=Usage(
+                prompt_tokens=len(prompt),
+                cached_prompt_tokens=cached,
+                output_tokens=len(produced) + len(stop),
+                time_to_first_token_s=first_token_at,
+            ),
+        )
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n

@@ -431,7 +431,18 @@ class VLLMEngine:
                 output_tokens += len(token_ids)
                 if not output.finished:
                     if completion.text or token_ids:
-                        yield GenerationChunk(text=completion.text, token_ids=token_ids)
+                        # The first chunk tells what prefill cost (HTTP adapters report it
+                        # before any content); the last one has the whole usage.
+                        early = None
+                        if output_tokens == len(token_ids):
+                            early = Usage(
+                                prompt_tokens=len(prompt_ids),
+                                cached_prompt_tokens=int(output.num_cached_tokens or 0),
+                                time_to_first_token_s=first_token_s,
+                            )
+                        yield GenerationChunk(
+                            text=completion.text, token_ids=token_ids, usage=early
+                        )
                     continue
                 finished = True
                 reason = str(completion.finish_reason)
@@ -441,10 +452,12 @@ class VLLMEngine:
                         "(finish_reason 'error', e.g. a KV-cache transfer failure): retry it",
                         request_id=request_id,
                     )
+                matched = getattr(completion, "stop_reason", None)
                 yield GenerationChunk(
                     text=completion.text,
                     token_ids=token_ids,
                     finish_reason=_FINISH_REASONS.get(reason, "stop"),
+                    stop_sequence=matched if isinstance(matched, str) else None,
                     usage=Usage(
                         prompt_tokens=len(prompt_ids),
                         cached_prompt_tokens=int(output.num_cached_tokens or 0),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -99,16 +99,20 @@ class Profile:
         tool_schemas: Mapping[str, Mapping[str, Any]] | None = None,
         *,
         tool_calls: bool = True,
+        id_factory: Callable[[], str] | None = None,
     ) -> StreamParser:
         """A fresh incremental parser for one assistant turn of this model.
 
-        With ``tool_calls=False`` (``tool_choice="none"``) call markup stays text.
+        With ``tool_calls=False`` (``tool_choice="none"``) call markup stays text;
+        ``id_factory`` makes the ids of calls whose format has none (HTTP adapters issue
+        ``toolu_...`` or ``call_...`` ids).
         """
         return create_parser(
             self.reasoning,
             self.tool_format if tool_calls else None,
             tool_schemas=dict(tool_schemas or {}),
             calls_in_reasoning=self.calls_in_reasoning,
+            id_factory=id_factory,
         )
 
     def render(self, transcript: Transcript, tools: Sequence[ToolSpec] = ()) -> str:

@@ -416,12 +416,14 @@ def test_engine_package_exports() -> None:
     import agentkit.engine
 
     assert agentkit.engine.__all__ == [
+        "CharTokenizer",
         "Engine",
         "FinishReason",
         "GenerationChunk",
         "GenerationRequest",
         "ScriptedEngine",
         "ScriptedOutput",
+        "TokenizedScriptedEngine",
         "Usage",
         "VLLMEngine",
         "split_pseudo_tokens",

@@ -1,0 +1,1 @@
+"""agentkit serve: the runtime over HTTP (Anthropic Messages)."""

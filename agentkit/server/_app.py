@@ -1,0 +1,368 @@
+"""The ASGI app of ``agentkit serve``: the Anthropic Messages API over the runtime.
+
+Endpoints: ``POST /v1/messages`` (streaming and not), ``POST /v1/messages/count_tokens``,
+``GET /v1/models``, ``GET /v1/models/{id}`` (ids may contain slashes), ``HEAD``/``GET /``
+(health), ``POST /v1/tokenize``, ``POST /v1/detokenize``. Query strings (``?beta=true``) are
+ignored. Errors have the API's JSON shape and status codes. The adapters translate; the
+runtime renders, generates and parses.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, aclosing
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from agentkit._logging import get_logger
+from agentkit.errors import (
+    ConfigurationError,
+    ContextWindowExceeded,
+    EngineError,
+    EngineOverloaded,
+)
+from agentkit.events import ToolCallComplete
+from agentkit.server._anthropic_request import (
+    ConvertedRequest,
+    CountTokensRequest,
+    InvalidRequestError,
+    MessagesRequest,
+    convert_request,
+)
+from agentkit.server._anthropic_response import (
+    ERROR_STATUS,
+    MessageStream,
+    error_json,
+    message_json,
+    new_message_id,
+    stop_reason,
+)
+from agentkit.server._runtime import ModelTurn, ServerRuntime, TurnSpec
+from agentkit.server._signing import ThinkingSigner
+from agentkit.server._sse import EventStreamResponse
+
+__all__ = ["ServerConfig", "create_app"]
+
+_log = get_logger("agentkit.server")
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """Settings of the HTTP layer."""
+
+    model_name: str
+    """The id ``/v1/models`` lists; requests may name any model (one model is served)."""
+    api_key: str | None = None
+    """When set, requests must carry it (``x-api-key`` or ``Authorization: Bearer``)."""
+    strip_billing_header: bool = True
+    max_request_bytes: int = 32 * 1024 * 1024
+    max_concurrency: int | None = None
+    """Requests in flight beyond this get 429 ``rate_limit_error``."""
+    ping_interval: float = 10.0
+
+
+class ApiError(Exception):
+    """An error to answer with the API's JSON shape."""
+
+    def __init__(self, error_type: str, message: str) -> None:
+        super().__init__(message)
+        self.error_type = error_type
+        self.message = message
+
+
+def _error(error_type: str, message: str) -> JSONResponse:
+    return JSONResponse(error_json(error_type, message), status_code=ERROR_STATUS[error_type])
+
+
+def create_app(
+    runtime: ServerRuntime,
+    config: ServerConfig,
+    *,
+    signer: ThinkingSigner | None = None,
+    lifespan: Callable[[Starlette], AbstractAsyncContextManager[None]] | None = None,
+) -> Starlette:
+    """The Starlette app serving ``runtime``'s model (``lifespan`` starts and closes the
+    engine with the server)."""
+    signer = signer or ThinkingSigner()
+    in_flight = 0
+    created = int(time.time())
+
+    def authorize(request: Request) -> None:
+        if config.api_key is None:
+            return
+        key = request.headers.get("x-api-key")
+        bearer = request.headers.get("authorization", "")
+        if key is None and bearer.lower().startswith("bearer "):
+            key = bearer[7:].strip()
+        if key != config.api_key:
+            raise ApiError("authentication_error", "invalid x-api-key")
+
+    async def body_json(request: Request) -> Any:
+        length = request.headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > config.max_request_bytes:
+            raise ApiError(
+                "request_too_large",
+                f"request body of {length} bytes exceeds {config.max_request_bytes} bytes",
+            )
+        body = b""
+        async for piece in request.stream():
+            body += piece
+            if len(body) > config.max_request_bytes:
+                raise ApiError(
+                    "request_too_large",
+                    f"request body exceeds {config.max_request_bytes} bytes",
+                )
+        try:
+            return json.loads(body)
+        except ValueError as error:
+            raise ApiError(
+                "invalid_request_error", f"the body is not valid JSON: {error}"
+            ) from error
+
+    def parse(model: type[MessagesRequest] | type[CountTokensRequest], data: Any) -> Any:
+        try:
+            return model.model_validate(data)
+        except ValidationError as error:
+            first = error.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise ApiError("invalid_request_error", f"{where}: {first['msg']}") from error
+
+    def convert(request: MessagesRequest | CountTokensRequest) -> ConvertedRequest:
+        try:
+            converted = convert_request(
+                request,
+                turns=runtime.turns,
+                signer=signer,
+                strip_billing_header=config.strip_billing_header,
+            )
+        except InvalidRequestError as error:
+            raise ApiError("invalid_request_error", str(error)) from error
+        for note in converted.replayed:
+            if not note.restored:
+                _log.warning(
+                    "cache break: an assistant turn is rendered canonically", note=str(note)
+                )
+        return converted
+
+    def spec(converted: ConvertedRequest) -> TurnSpec:
+        return TurnSpec(
+            transcript=converted.transcript,
+            tools=converted.tools,
+            tool_choice=converted.tool_choice,
+            max_tokens=converted.max_tokens,
+            temperature=converted.temperature,
+            top_p=converted.top_p,
+            stop=converted.stop,
+        )
+
+    def endpoint(
+        handler: Callable[[Request], Awaitable[Response]], *, public: bool = False
+    ) -> Callable[[Request], Awaitable[Response]]:
+        async def wrapped(request: Request) -> Response:
+            try:
+                if not public:
+                    authorize(request)
+                return await handler(request)
+            except ApiError as error:
+                return _error(error.error_type, error.message)
+            except ContextWindowExceeded as error:
+                return _error("invalid_request_error", str(error))
+            except ConfigurationError as error:
+                return _error("invalid_request_error", str(error))
+            except EngineOverloaded as error:
+                return _error("overloaded_error", str(error))
+            except EngineError as error:
+                return _error("api_error", str(error))
+
+        return wrapped
+
+    async def health(request: Request) -> Response:
+        if request.method == "HEAD":
+            return Response(status_code=200)
+        return JSONResponse({"status": "ok", "model": config.model_name})
+
+    def model_entry() -> dict[str, Any]:
+        return {
+            "type": "model",
+            "id": config.model_name,
+            "display_name": config.model_name,
+            "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(created)),
+        }
+
+    async def list_models(request: Request) -> Response:
+        entry = model_entry()
+        return JSONResponse(
+            {"data": [entry], "has_more": False, "first_id": entry["id"], "last_id": entry["id"]}
+        )
+
+    async def get_model(request: Request) -> Response:
+        model_id = request.path_params["model_id"]
+        if model_id != config.model_name:
+            raise ApiError("not_found_error", f"model {model_id!r} not found")
+        return JSONResponse(model_entry())
+
+    async def count_tokens(request: Request) -> Response:
+        converted = convert(parse(CountTokensRequest, await body_json(request)))
+        prompt = runtime.prompt(spec(converted))
+        ids = prompt.token_ids
+        if ids is None:
+            ids = runtime.encode(prompt.text)
+        if ids is None:
+            raise ApiError("api_error", "the engine has no tokenizer to count with")
+        return JSONResponse({"input_tokens": len(ids)})
+
+    async def tokenize(request: Request) -> Response:
+        data = await body_json(request)
+        text = data.get("prompt") if isinstance(data, dict) else None
+        if not isinstance(text, str):
+            raise ApiError("invalid_request_error", "prompt: a string is required")
+        ids = runtime.encode(text)
+        if ids is None:
+            raise ApiError("api_error", "the engine has no tokenizer")
+        return JSONResponse({"tokens": ids, "count": len(ids)})
+
+    async def detokenize(request: Request) -> Response:
+        data = await body_json(request)
+        tokens = data.get("tokens") if isinstance(data, dict) else None
+        if not isinstance(tokens, list) or not all(
+            isinstance(t, int) and not isinstance(t, bool) for t in tokens
+        ):
+            raise ApiError("invalid_request_error", "tokens: a list of integers is required")
+        text = runtime.decode(tokens)
+        if text is None:
+            raise ApiError("api_error", "the engine has no tokenizer")
+        return JSONResponse({"prompt": text})
+
+    async def messages(request: Request) -> Response:
+        nonlocal in_flight
+        data = await body_json(request)
+        parsed: MessagesRequest = parse(MessagesRequest, data)
+        converted = convert(parsed)
+        if config.max_concurrency is not None and in_flight >= config.max_concurrency:
+            raise ApiError(
+                "rate_limit_error",
+                f"{in_flight} requests are in flight (limit {config.max_concurrency}); retry",
+            )
+        message_id = new_message_id()
+        turn = runtime.start(spec(converted), request_id=message_id)
+        in_flight += 1
+        released = False
+
+        def release() -> None:
+            nonlocal in_flight, released
+            if not released:
+                released = True
+                in_flight -= 1
+
+        try:
+            if not parsed.stream:
+                try:
+                    return await _complete(turn, message_id, parsed.model, signer)
+                finally:
+                    release()
+            # Wait for the first event (prefill done, usage known): a failure before any
+            # output is still an HTTP error with its status, not a broken stream.
+            events = turn.events()
+            try:
+                first = await anext(events)
+            except StopAsyncIteration:
+                first = None
+            except BaseException:
+                await events.aclose()
+                release()
+                raise
+        except BaseException:
+            release()
+            raise
+        # Arguments stream as the model writes them only for clients that asked (the API's
+        # fine-grained tool streaming beta); others get each call's checked input whole.
+        betas = request.headers.get("anthropic-beta", "")
+        stream = MessageStream(
+            message_id=message_id,
+            model=parsed.model,
+            sign=signer.sign,
+            stream_tool_arguments="fine-grained-tool-streaming" in betas,
+        )
+
+        async def body() -> AsyncGenerator[bytes, None]:
+            try:
+                yield stream.start(turn.prompt_tokens or 0, turn.cached_prompt_tokens)
+                calls = 0
+                if first is not None:
+                    calls += isinstance(first, ToolCallComplete)
+                    yield stream.event(first)
+                    try:
+                        async for event in events:
+                            calls += isinstance(event, ToolCallComplete)
+                            yield stream.event(event)
+                    except EngineOverloaded as error:
+                        yield stream.error("overloaded_error", str(error))
+                        return
+                    except EngineError as error:
+                        yield stream.error("api_error", str(error))
+                        return
+                reason = stop_reason(turn.finish_reason, calls > 0, turn.stop_sequence)
+                yield stream.finish(
+                    reason, turn.usage.output_tokens, stop_sequence=turn.stop_sequence
+                )
+            finally:
+                await events.aclose()
+                release()
+
+        return EventStreamResponse(  # type: ignore[return-value]
+            body(), ping=stream.ping, ping_interval=config.ping_interval
+        )
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        if exc.status_code == 404:
+            return _error("not_found_error", f"no route for {request.method} {request.url.path}")
+        if exc.status_code == 405:
+            return _error("invalid_request_error", f"{request.method} is not allowed here")
+        return _error("api_error", str(exc.detail))
+
+    routes = [
+        Route("/", endpoint(health, public=True), methods=["GET", "HEAD"]),
+        Route("/health", endpoint(health, public=True), methods=["GET", "HEAD"]),
+        Route("/v1/models", endpoint(list_models), methods=["GET"]),
+        Route("/v1/models/{model_id:path}", endpoint(get_model), methods=["GET"]),
+        Route("/v1/messages", endpoint(messages), methods=["POST"]),
+        Route("/v1/messages/count_tokens", endpoint(count_tokens), methods=["POST"]),
+        Route("/v1/tokenize", endpoint(tokenize), methods=["POST"]),
+        Route("/v1/detokenize", endpoint(detokenize), methods=["POST"]),
+    ]
+    return Starlette(
+        routes=routes, exception_handlers={HTTPException: not_found}, lifespan=lifespan
+    )
+
+
+async def _complete(
+    turn: ModelTurn, message_id: str, model: str, signer: ThinkingSigner
+) -> Response:
+    async with aclosing(turn.events()) as events:
+        async for _ in events:
+            pass
+    message = turn.message
+    assert message is not None
+    reason = stop_reason(turn.finish_reason, bool(message.tool_calls), turn.stop_sequence)
+    return JSONResponse(
+        message_json(
+            message_id=message_id,
+            model=model,
+            message=message,
+            stop_reason=reason,
+            input_tokens=turn.prompt_tokens or 0,
+            output_tokens=turn.usage.output_tokens,
+            cache_read_input_tokens=turn.cached_prompt_tokens,
+            sign=signer.sign,
+        )
+    )

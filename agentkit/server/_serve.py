@@ -1,0 +1,143 @@
+"""``agentkit serve``: build the engine, the runtime and the app, and run them on uvicorn."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+
+from agentkit.engine import Engine, ScriptedOutput, TokenizedScriptedEngine
+from agentkit.engine._scripted import ScriptItem
+from agentkit.errors import ConfigurationError, EngineError, EngineOverloaded
+from agentkit.profiles import Profile, get_profile, profile_for_model
+from agentkit.server._anthropic_response import new_tool_use_id
+from agentkit.server._app import ServerConfig, create_app
+from agentkit.server._runtime import ServerRuntime
+from agentkit.server._signing import ThinkingSigner
+from agentkit.server._turns import TurnStore
+
+__all__ = ["ServeOptions", "build_app", "check_bind", "load_script"]
+
+
+@dataclass(frozen=True, slots=True)
+class ServeOptions:
+    """What ``agentkit serve`` was asked for."""
+
+    model: str | None = None
+    script: Path | None = None
+    profile: str | None = None
+    served_model_name: str | None = None
+    api_key: str | None = None
+    log_prompts: Path | None = None
+    keep_billing_header: bool = False
+    max_concurrency: int | None = None
+    signing_key: bytes | None = None
+    engine_options: dict[str, Any] | None = None
+
+
+def load_script(path: Path) -> list[ScriptItem]:
+    """The outputs of a JSON Lines script: ``{"output": "<raw model text>"}`` per request, or
+    ``{"error": "overloaded" | "api_error", "message": "..."}`` for a request that fails."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as error:
+        raise ConfigurationError(f"cannot read the script {path}: {error}") from error
+    items: list[ScriptItem] = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+        except ValueError as error:
+            raise ConfigurationError(f"{path}:{number}: not JSON: {error}") from error
+        if isinstance(entry, dict) and isinstance(entry.get("output"), str):
+            items.append(entry["output"])
+        elif isinstance(entry, dict) and entry.get("error") in ("overloaded", "api_error"):
+            message = str(entry.get("message", "scripted failure"))
+            failure = (
+                EngineOverloaded(message)
+                if entry["error"] == "overloaded"
+                else EngineError(message)
+            )
+            items.append(ScriptedOutput([failure]))
+        else:
+            raise ConfigurationError(
+                f'{path}:{number}: expected {{"output": "..."}} or '
+                '{"error": "overloaded" | "api_error", "message": "..."}'
+            )
+    return items
+
+
+def check_bind(host: str, api_key: str | None) -> None:
+    """Refuse to serve beyond this machine without an API key."""
+    if api_key:
+        return
+    if host == "localhost":
+        return
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise ConfigurationError(
+            f"--host {host} is reachable from other machines: give --api-key (clients then "
+            "send it as x-api-key), or bind 127.0.0.1"
+        )
+
+
+def build_app(options: ServeOptions) -> tuple[Starlette, Engine, Profile]:
+    """The app, its engine and the served profile."""
+    name = options.served_model_name or options.model or "agentkit-scripted"
+    if options.profile is not None:
+        profile = get_profile(options.profile)
+    else:
+        profile = profile_for_model(options.model or name)
+    engine: Engine
+    if options.script is not None:
+        if options.model is not None:
+            raise ConfigurationError("give --model or --engine scripted --script, not both")
+        engine = TokenizedScriptedEngine(
+            load_script(options.script),
+            specials=profile.special_tokens,
+            stop=profile.stop[0] if profile.stop else None,
+        )
+    elif options.model is not None:
+        from agentkit.engine import VLLMEngine
+
+        engine = VLLMEngine(options.model, **(options.engine_options or {}))
+    else:
+        raise ConfigurationError("give --model M, or --engine scripted --script FILE")
+    runtime = ServerRuntime(
+        engine,
+        profile,
+        turns=TurnStore(),
+        log_prompts=options.log_prompts,
+        id_factory=new_tool_use_id,
+    )
+    config = ServerConfig(
+        model_name=name,
+        api_key=options.api_key,
+        strip_billing_header=not options.keep_billing_header,
+        max_concurrency=options.max_concurrency,
+    )
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        start = getattr(engine, "start", None)
+        if callable(start):
+            await start()
+        try:
+            yield
+        finally:
+            aclose = getattr(engine, "aclose", None)
+            if callable(aclose):
+                await aclose()
+
+    app = create_app(runtime, config, signer=ThinkingSigner(options.signing_key), lifespan=lifespan)
+    return app, engine, profile

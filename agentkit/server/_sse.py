@@ -1,0 +1,90 @@
+"""A server-sent-events response that keeps the connection alive and notices disconnects.
+
+The model's events are produced by one task into a memory stream; the response task writes
+them out, and writes a ``ping`` whenever nothing came for ``ping_interval`` seconds. A client
+that disconnects cancels both: the producer's engine stream is closed, which aborts the
+request in the engine. Nothing else is left running.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncGenerator, Callable
+from contextlib import aclosing
+
+import anyio
+from starlette.types import Receive, Scope, Send
+
+from agentkit._logging import get_logger
+
+__all__ = ["EventStreamResponse"]
+
+_log = get_logger("agentkit.server")
+
+
+class EventStreamResponse:
+    """An ASGI response streaming ``chunks`` (SSE bytes), with ``ping()`` bytes while idle."""
+
+    def __init__(
+        self,
+        chunks: AsyncGenerator[bytes, None],
+        *,
+        ping: Callable[[], bytes],
+        ping_interval: float,
+        on_disconnect: Callable[[], None] | None = None,
+    ) -> None:
+        self._chunks = chunks
+        self._ping = ping
+        self._interval = ping_interval
+        self._on_disconnect = on_disconnect
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [
+                    (b"content-type", b"text/event-stream; charset=utf-8"),
+                    (b"cache-control", b"no-cache"),
+                    (b"x-accel-buffering", b"no"),
+                ],
+            }
+        )
+        producer_send, items = anyio.create_memory_object_stream[bytes](math.inf)
+        async with anyio.create_task_group() as group:
+
+            async def produce() -> None:
+                async with producer_send, aclosing(self._chunks) as chunks:
+                    async for chunk in chunks:
+                        if chunk:
+                            await producer_send.send(chunk)
+
+            async def watch() -> None:
+                while True:
+                    message = await receive()
+                    if message["type"] == "http.disconnect":
+                        _log.info("client disconnected; aborting the request")
+                        if self._on_disconnect is not None:
+                            self._on_disconnect()
+                        group.cancel_scope.cancel()
+                        return
+
+            group.start_soon(produce)
+            group.start_soon(watch)
+            async with items:
+                while True:
+                    chunk: bytes | None = None
+                    with anyio.move_on_after(self._interval):
+                        try:
+                            chunk = await items.receive()
+                        except anyio.EndOfStream:
+                            break
+                    await send(
+                        {
+                            "type": "http.response.body",
+                            "body": chunk if chunk is not None else self._ping(),
+                            "more_body": True,
+                        }
+                    )
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            group.cancel_scope.cancel()

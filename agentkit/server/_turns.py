@@ -1,0 +1,118 @@
+"""The assistant turns this server generated, found again when a client replays them.
+
+A client of a stateless HTTP API sends the whole conversation each time, and what it sends
+back of the model's turns is only their *visible* content: the reasoning text, the answer
+text, the tool calls' ids, names and arguments. The exact output (the markers, the
+whitespace, the token ids) is gone. The turn store keeps each generated message, keyed by its
+visible content, so the request side can put the exact message back and the next prompt
+extends the previous one token for token (prefix caching then covers the whole history).
+
+Visible content is compared leniently where clients are known to differ and strictly
+everywhere else: reasoning and text are compared with the whitespace around them stripped
+(clients trim blocks, and some drop whitespace-only text between blocks, so text blocks that
+are blank after stripping do not count), tool-call arguments as JSON values (an integral
+float equals the integer: JavaScript writes ``1.0`` as ``1``). Anything else that differs
+(an edited word, a changed argument, a block more or less) is a miss, and the turn is
+rendered canonically from what the client sent.
+
+Not thread-safe: the server runs on one event loop, and no call here awaits, so each call is
+atomic with respect to the others. Guard it with a lock before sharing it across threads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+from agentkit.transcript import (
+    ContentBlock,
+    Message,
+    ReasoningBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
+
+__all__ = ["TurnStore", "visible_key"]
+
+
+class TurnStore:
+    """A bounded, least-recently-used store of generated assistant messages.
+
+    Args:
+        max_turns: how many messages to keep; the least recently remembered or restored
+            goes first.
+    """
+
+    def __init__(self, max_turns: int = 4096) -> None:
+        if max_turns < 1:
+            raise ValueError(f"max_turns must be at least 1, not {max_turns}")
+        self._max = max_turns
+        self._turns: OrderedDict[str, Message] = OrderedDict()
+
+    def remember(self, message: Message) -> None:
+        """Keep ``message``, an assistant message generated here (its blocks carrying ``raw``,
+        the message its ``token_ids``). The store takes ownership: do not change it later.
+
+        A message whose visible content equals a stored one replaces it (the newest output
+        is the one the client is about to send back)."""
+        if message.role != "assistant":
+            raise ValueError(f"only assistant messages are remembered, not {message.role!r}")
+        key = visible_key(message.content)
+        self._turns[key] = message
+        self._turns.move_to_end(key)
+        while len(self._turns) > self._max:
+            self._turns.popitem(last=False)
+
+    def restore(self, blocks: Sequence[ContentBlock]) -> Message | None:
+        """A copy of the stored message whose visible content equals ``blocks``, or ``None``.
+
+        Costs time proportional to the size of ``blocks``, whatever the size of the store."""
+        key = visible_key(blocks)
+        message = self._turns.get(key)
+        if message is None:
+            return None
+        self._turns.move_to_end(key)
+        return message.model_copy(deep=True)
+
+    def __len__(self) -> int:
+        return len(self._turns)
+
+    def __contains__(self, blocks: object) -> bool:
+        if not isinstance(blocks, Sequence):
+            return False
+        return visible_key(blocks) in self._turns
+
+
+def visible_key(blocks: Sequence[ContentBlock]) -> str:
+    """A digest of the visible content of an assistant message's blocks: equal for two block
+    sequences exactly when a client could have turned one into the other by round-tripping
+    it (see the module docstring)."""
+    canonical: list[Any] = []
+    for block in blocks:
+        if isinstance(block, ReasoningBlock):
+            canonical.append(["reasoning", block.text.strip()])
+        elif isinstance(block, TextBlock):
+            text = block.text.strip()
+            if text:
+                canonical.append(["text", text])
+        elif isinstance(block, ToolCallBlock):
+            canonical.append(["tool_call", block.id, block.name, _json_value(block.arguments)])
+        elif isinstance(block, ToolResultBlock):
+            canonical.append(["tool_result", block.call_id, block.content, block.is_error])
+    encoded = json.dumps(canonical, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(encoded.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _json_value(value: Any) -> Any:
+    """``value`` with integral floats made ints, so ``{"n": 1.0}`` and ``{"n": 1}`` agree."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {str(k): _json_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_value(v) for v in value]
+    return value
