@@ -193,7 +193,7 @@ class TokenizedScriptedEngine(ScriptedEngine):
         start = time.perf_counter()
         first_token_at: float | None = None
         produced: list[int] = []
-        for piece in output.chunks:
+        for piece in _runs(output.chunks):
             if isinstance(piece, EngineError):
                 raise piece
             if isinstance(piece, BaseException):
@@ -224,6 +224,18 @@ class TokenizedScriptedEngine(ScriptedEngine):
                 time_to_first_token_s=first_token_at,
             ),
         )
+
+
+def _runs(chunks: Sequence[str | BaseException]) -> list[str | BaseException]:
+    """Consecutive text chunks joined (tokenized whole, as a model emits its markers),
+    exceptions kept in place."""
+    out: list[str | BaseException] = []
+    for chunk in chunks:
+        if isinstance(chunk, str) and out and isinstance(out[-1], str):
+            out[-1] += chunk
+        else:
+            out.append(chunk)
+    return out
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:

@@ -179,6 +179,7 @@ def streamed(events: Iterable[ParseEvent], **kwargs: Any) -> dict[str, Any]:
 
 def _sdk_client(body: bytes, content_type: str) -> Any:
     import anthropic
+
     try:
         http = importlib.import_module("httpx2")  # the HTTP stack of anthropic >= 2
     except ImportError:
@@ -448,6 +449,7 @@ def test_error_event() -> None:
         "error": {"type": "api_error", "message": "boom"},
     }
     import anthropic
+
     with pytest.raises(anthropic.APIStatusError, match="boom"):
         sdk_stream(raw)
 
@@ -542,6 +544,7 @@ def test_the_sdk_reads_the_body() -> None:
     json_body = body(message, stop_sequence=None)
     assert sdk_create(json_body) == {k: v for k, v in json_body.items() if v is not None}
     import anthropic
+
     anthropic.types.Message.model_validate(json_body)
 
 
