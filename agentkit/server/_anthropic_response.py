@@ -43,6 +43,7 @@ from agentkit.events import (
     ToolCallComplete,
     ToolCallStarted,
 )
+from agentkit.server._context import ERROR_STATUS
 from agentkit.transcript import Message, ReasoningBlock, TextBlock, ToolCallBlock
 
 __all__ = [
@@ -56,17 +57,7 @@ __all__ = [
     "stop_reason",
 ]
 
-ERROR_STATUS: dict[str, int] = {
-    "invalid_request_error": 400,
-    "authentication_error": 401,
-    "permission_error": 403,
-    "not_found_error": 404,
-    "request_too_large": 413,
-    "rate_limit_error": 429,
-    "api_error": 500,
-    "overloaded_error": 529,
-}
-"""The HTTP status of each Anthropic error type."""
+# ERROR_STATUS (each Anthropic error type's HTTP status) is shared by every adapter.
 
 _BASE62 = string.digits + string.ascii_letters
 

@@ -9,11 +9,8 @@ runtime renders, generates and parses.
 
 from __future__ import annotations
 
-import json
-import time
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, aclosing
-from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
@@ -39,48 +36,28 @@ from agentkit.server._anthropic_request import (
     convert_request,
 )
 from agentkit.server._anthropic_response import (
-    ERROR_STATUS,
     MessageStream,
     error_json,
     message_json,
     new_message_id,
     stop_reason,
 )
+from agentkit.server._context import ERROR_STATUS, ApiError, ServerConfig, ServerContext
 from agentkit.server._runtime import ModelTurn, ServerRuntime, TurnSpec
 from agentkit.server._signing import ThinkingSigner
 from agentkit.server._sse import EventStreamResponse
 
-__all__ = ["ServerConfig", "create_app"]
+__all__ = ["RouteFactory", "ServerConfig", "create_app"]
 
 _log = get_logger("agentkit.server")
 
 
-@dataclass(frozen=True, slots=True)
-class ServerConfig:
-    """Settings of the HTTP layer."""
-
-    model_name: str
-    """The id ``/v1/models`` lists; requests may name any model (one model is served)."""
-    api_key: str | None = None
-    """When set, requests must carry it (``x-api-key`` or ``Authorization: Bearer``)."""
-    strip_billing_header: bool = True
-    max_request_bytes: int = 32 * 1024 * 1024
-    max_concurrency: int | None = None
-    """Requests in flight beyond this get 429 ``rate_limit_error``."""
-    ping_interval: float = 10.0
-
-
-class ApiError(Exception):
-    """An error to answer with the API's JSON shape."""
-
-    def __init__(self, error_type: str, message: str) -> None:
-        super().__init__(message)
-        self.error_type = error_type
-        self.message = message
-
-
 def _error(error_type: str, message: str) -> JSONResponse:
     return JSONResponse(error_json(error_type, message), status_code=ERROR_STATUS[error_type])
+
+
+RouteFactory = Callable[[ServerContext], list[Route]]
+"""Builds an adapter's routes (OpenAI Chat Completions, Responses) on the shared context."""
 
 
 def create_app(
@@ -89,44 +66,14 @@ def create_app(
     *,
     signer: ThinkingSigner | None = None,
     lifespan: Callable[[Starlette], AbstractAsyncContextManager[None]] | None = None,
+    adapters: Sequence[RouteFactory] = (),
 ) -> Starlette:
     """The Starlette app serving ``runtime``'s model (``lifespan`` starts and closes the
-    engine with the server)."""
+    engine with the server; ``adapters`` add other wire formats' routes)."""
     signer = signer or ThinkingSigner()
-    in_flight = 0
-    created = int(time.time())
-
-    def authorize(request: Request) -> None:
-        if config.api_key is None:
-            return
-        key = request.headers.get("x-api-key")
-        bearer = request.headers.get("authorization", "")
-        if key is None and bearer.lower().startswith("bearer "):
-            key = bearer[7:].strip()
-        if key != config.api_key:
-            raise ApiError("authentication_error", "invalid x-api-key")
-
-    async def body_json(request: Request) -> Any:
-        length = request.headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > config.max_request_bytes:
-            raise ApiError(
-                "request_too_large",
-                f"request body of {length} bytes exceeds {config.max_request_bytes} bytes",
-            )
-        body = b""
-        async for piece in request.stream():
-            body += piece
-            if len(body) > config.max_request_bytes:
-                raise ApiError(
-                    "request_too_large",
-                    f"request body exceeds {config.max_request_bytes} bytes",
-                )
-        try:
-            return json.loads(body)
-        except ValueError as error:
-            raise ApiError(
-                "invalid_request_error", f"the body is not valid JSON: {error}"
-            ) from error
+    context = ServerContext(runtime, config)
+    authorize = context.authorize
+    body_json = context.read_json
 
     def parse(model: type[MessagesRequest] | type[CountTokensRequest], data: Any) -> Any:
         try:
@@ -173,7 +120,7 @@ def create_app(
                     authorize(request)
                 return await handler(request)
             except ApiError as error:
-                return _error(error.error_type, error.message)
+                return _error(error.kind, error.message)
             except ContextWindowExceeded as error:
                 return _error("invalid_request_error", str(error))
             except ConfigurationError as error:
@@ -190,13 +137,7 @@ def create_app(
             return Response(status_code=200)
         return JSONResponse({"status": "ok", "model": config.model_name})
 
-    def model_entry() -> dict[str, Any]:
-        return {
-            "type": "model",
-            "id": config.model_name,
-            "display_name": config.model_name,
-            "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(created)),
-        }
+    model_entry = context.model_entry
 
     async def list_models(request: Request) -> Response:
         entry = model_entry()
@@ -243,27 +184,13 @@ def create_app(
         return JSONResponse({"prompt": text})
 
     async def messages(request: Request) -> Response:
-        nonlocal in_flight
         data = await body_json(request)
         parsed: MessagesRequest = parse(MessagesRequest, data)
         converted = convert(parsed)
-        if config.max_concurrency is not None and in_flight >= config.max_concurrency:
-            raise ApiError(
-                "rate_limit_error",
-                f"{in_flight} requests are in flight (limit {config.max_concurrency}); retry",
-            )
-        message_id = new_message_id()
-        turn = runtime.start(spec(converted), request_id=message_id)
-        in_flight += 1
-        released = False
-
-        def release() -> None:
-            nonlocal in_flight, released
-            if not released:
-                released = True
-                in_flight -= 1
-
+        release = context.acquire()
         try:
+            message_id = new_message_id()
+            turn = runtime.start(spec(converted), request_id=message_id)
             if not parsed.stream:
                 try:
                     return await _complete(turn, message_id, parsed.model, signer)
@@ -278,7 +205,6 @@ def create_app(
                 first = None
             except BaseException:
                 await events.aclose()
-                release()
                 raise
         except BaseException:
             release()
@@ -331,6 +257,7 @@ def create_app(
         return _error("api_error", str(exc.detail))
 
     routes = [
+        *(route for factory in adapters for route in factory(context)),
         Route("/", endpoint(health, public=True), methods=["GET", "HEAD"]),
         Route("/health", endpoint(health, public=True), methods=["GET", "HEAD"]),
         Route("/v1/models", endpoint(list_models), methods=["GET"]),
