@@ -142,7 +142,13 @@ def create_app(
     async def list_models(request: Request) -> Response:
         entry = model_entry()
         return JSONResponse(
-            {"data": [entry], "has_more": False, "first_id": entry["id"], "last_id": entry["id"]}
+            {
+                "object": "list",
+                "data": [entry],
+                "has_more": False,
+                "first_id": entry["id"],
+                "last_id": entry["id"],
+            }
         )
 
     async def get_model(request: Request) -> Response:

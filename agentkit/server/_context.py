@@ -130,10 +130,20 @@ class ServerContext:
         return release
 
     def model_entry(self) -> dict[str, Any]:
-        """The served model, in Anthropic's model shape."""
+        """The served model, in Anthropic's and OpenAI's model shapes at once (each SDK
+        ignores the other's fields), with what harnesses read: the context window and
+        whether the model reasons."""
+        profile = self.runtime.profile
         return {
             "type": "model",
+            "object": "model",
             "id": self.config.model_name,
             "display_name": self.config.model_name,
             "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.created)),
+            "created": self.created,
+            "owned_by": "agentkit",
+            "context_window": profile.context_window,
+            "max_model_len": profile.context_window,
+            "supports_reasoning": profile.reasoning is not None,
+            "profile": profile.name,
         }

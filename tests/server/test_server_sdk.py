@@ -95,13 +95,21 @@ def serve(
     try:
         yield f"http://127.0.0.1:{port}", engine
     finally:
+        while _CLIENTS:
+            _CLIENTS.pop().close()
         server.should_exit = True
         thread.join(timeout=10)
         sock.close()
 
 
+_CLIENTS: list[anthropic.Anthropic] = []
+
+
 def client(url: str, **kwargs: Any) -> anthropic.Anthropic:
-    return anthropic.Anthropic(base_url=url, api_key=KEY, max_retries=0, **kwargs)
+    """An SDK client, closed (its connections too) before the server stops."""
+    sdk = anthropic.Anthropic(base_url=url, api_key=KEY, max_retries=0, **kwargs)
+    _CLIENTS.append(sdk)
+    return sdk
 
 
 def prompts(tmp_path: Path) -> list[str]:
