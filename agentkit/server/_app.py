@@ -250,8 +250,12 @@ def create_app(
                 await events.aclose()
                 release()
 
+        async def cleanup() -> None:
+            await events.aclose()
+            release()
+
         return EventStreamResponse(  # type: ignore[return-value]
-            body(), ping=stream.ping, ping_interval=config.ping_interval
+            body(), ping=stream.ping, ping_interval=config.ping_interval, cleanup=cleanup
         )
 
     async def not_found(request: Request, exc: Exception) -> Response:

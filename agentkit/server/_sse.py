@@ -9,7 +9,7 @@ request in the engine. Nothing else is left running.
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 
 import anyio
@@ -32,13 +32,25 @@ class EventStreamResponse:
         ping: Callable[[], bytes],
         ping_interval: float,
         on_disconnect: Callable[[], None] | None = None,
+        cleanup: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._chunks = chunks
         self._ping = ping
         self._interval = ping_interval
         self._on_disconnect = on_disconnect
+        self._cleanup = cleanup
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await self._respond(receive, send)
+        finally:
+            # Whatever happened (a disconnect before the body even started included), the
+            # model's stream is closed: no generation outlives its consumer.
+            if self._cleanup is not None:
+                with anyio.CancelScope(shield=True):
+                    await self._cleanup()
+
+    async def _respond(self, receive: Receive, send: Send) -> None:
         await send(
             {
                 "type": "http.response.start",
