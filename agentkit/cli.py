@@ -331,6 +331,8 @@ def _serve_command(args: argparse.Namespace) -> int:
         log_prompts=Path(args.log_prompts) if args.log_prompts else None,
         keep_billing_header=args.keep_billing_header,
         max_concurrency=args.max_concurrency,
+        reasoning_field=args.reasoning_field,
+        streaming_tool_dispatch=args.streaming_tool_dispatch,
         signing_key=signing.encode() if signing else None,
         engine_options=_engine_options(args.max_model_len) if args.engine == "vllm" else None,
     )
@@ -429,9 +431,9 @@ def _build_parser() -> argparse.ArgumentParser:
 
     serve = commands.add_parser(
         "serve",
-        help="serve a model over the Anthropic Messages API",
-        description="Serve a model over HTTP (Anthropic Messages API) on 127.0.0.1 by "
-        "default: Claude Code and other harnesses use it as a native backend.",
+        help="serve a model over HTTP (Anthropic Messages, OpenAI Chat Completions)",
+        description="Serve a model over HTTP (Anthropic Messages, OpenAI Chat Completions) on "
+        "127.0.0.1 by default: Claude Code and other harnesses use it as a native backend.",
     )
     serve.add_argument("--model", help="any vLLM-loadable model directory or repo id")
     serve.add_argument("--engine", choices=["vllm", "scripted"], default="vllm")
@@ -450,6 +452,17 @@ def _build_parser() -> argparse.ArgumentParser:
         help="keep a first system line 'x-anthropic-billing-header: ...' (stripped by default)",
     )
     serve.add_argument("--max-concurrency", type=_positive_int, help="429 beyond this many")
+    serve.add_argument(
+        "--reasoning-field",
+        choices=["reasoning_content", "reasoning"],
+        default="reasoning_content",
+        help="Chat Completions: the field reasoning goes in (clients disagree)",
+    )
+    serve.add_argument(
+        "--streaming-tool-dispatch",
+        action="store_true",
+        help="Chat Completions: send tool_call_dispatch events to every streaming client",
+    )
     serve.add_argument("--max-model-len", type=_positive_int, default=8192, help="default 8192")
     serve.add_argument("--log-level", default="warning", help="uvicorn's log level")
     serve.set_defaults(handler=_serve_command)

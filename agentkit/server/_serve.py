@@ -18,6 +18,7 @@ from agentkit.errors import ConfigurationError, EngineError, EngineOverloaded
 from agentkit.profiles import Profile, get_profile, profile_for_model
 from agentkit.server._anthropic_response import new_tool_use_id
 from agentkit.server._app import ServerConfig, create_app
+from agentkit.server._openai_chat import chat_routes
 from agentkit.server._runtime import ServerRuntime
 from agentkit.server._signing import ThinkingSigner
 from agentkit.server._turns import TurnStore
@@ -37,6 +38,8 @@ class ServeOptions:
     log_prompts: Path | None = None
     keep_billing_header: bool = False
     max_concurrency: int | None = None
+    reasoning_field: str = "reasoning_content"
+    streaming_tool_dispatch: bool = False
     signing_key: bytes | None = None
     engine_options: dict[str, Any] | None = None
 
@@ -125,6 +128,8 @@ def build_app(options: ServeOptions) -> tuple[Starlette, Engine, Profile]:
         api_key=options.api_key,
         strip_billing_header=not options.keep_billing_header,
         max_concurrency=options.max_concurrency,
+        reasoning_field=options.reasoning_field,
+        streaming_tool_dispatch=options.streaming_tool_dispatch,
     )
 
     @asynccontextmanager
@@ -139,5 +144,11 @@ def build_app(options: ServeOptions) -> tuple[Starlette, Engine, Profile]:
             if callable(aclose):
                 await aclose()
 
-    app = create_app(runtime, config, signer=ThinkingSigner(options.signing_key), lifespan=lifespan)
+    app = create_app(
+        runtime,
+        config,
+        signer=ThinkingSigner(options.signing_key),
+        lifespan=lifespan,
+        adapters=[chat_routes],
+    )
     return app, engine, profile
