@@ -395,9 +395,7 @@ async def test_qwen3_incremental_prompts_are_the_chat_template() -> None:
 
     # keep_all keeps the first task's reasoning in place (a prompt that extends the history):
     # the same text as the template's, plus exactly the blocks the template drops.
-    engine_keep = TokenEngine(
-        [think("c is unknown.") + hermes("lookup", key="c"), "c is unknown."]
-    )
+    engine_keep = TokenEngine([think("c is unknown.") + hermes("lookup", key="c"), "c is unknown."])
     keep = agentkit.Agent(
         engine=engine_keep, tools=[lookup], system="You are terse.", replay="keep_all"
     )
