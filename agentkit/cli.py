@@ -331,8 +331,10 @@ def _serve_command(args: argparse.Namespace) -> int:
         log_prompts=Path(args.log_prompts) if args.log_prompts else None,
         keep_billing_header=args.keep_billing_header,
         max_concurrency=args.max_concurrency,
+        context_window=args.context_window,
         reasoning_field=args.reasoning_field,
         streaming_tool_dispatch=args.streaming_tool_dispatch,
+        ignore_unverifiable_reasoning=args.ignore_unverifiable_reasoning,
         signing_key=signing.encode() if signing else None,
         engine_options=_engine_options(args.max_model_len) if args.engine == "vllm" else None,
     )
@@ -431,9 +433,10 @@ def _build_parser() -> argparse.ArgumentParser:
 
     serve = commands.add_parser(
         "serve",
-        help="serve a model over HTTP (Anthropic Messages, OpenAI Chat Completions)",
-        description="Serve a model over HTTP (Anthropic Messages, OpenAI Chat Completions) on "
-        "127.0.0.1 by default: Claude Code and other harnesses use it as a native backend.",
+        help="serve a model over HTTP (Anthropic Messages, OpenAI Chat Completions, Responses)",
+        description="Serve a model over HTTP (Anthropic Messages, OpenAI Chat Completions and "
+        "Responses) on 127.0.0.1 by default: Claude Code, Codex and other harnesses use it as "
+        "a native backend.",
     )
     serve.add_argument("--model", help="any vLLM-loadable model directory or repo id")
     serve.add_argument("--engine", choices=["vllm", "scripted"], default="vllm")
@@ -463,7 +466,19 @@ def _build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="Chat Completions: send tool_call_dispatch events to every streaming client",
     )
+    serve.add_argument(
+        "--ignore-unverifiable-reasoning",
+        action="store_true",
+        help="Responses: skip encrypted_content this server cannot open (default: a 400); "
+        "the key comes from $AGENTKIT_SEALING_KEY or $AGENTKIT_CACHE_DIR/sealing.key",
+    )
     serve.add_argument("--max-model-len", type=_positive_int, default=8192, help="default 8192")
+    serve.add_argument(
+        "--context-window",
+        type=_positive_int,
+        help="the context, in tokens, a prompt must fit (default: the profile's; with "
+        "--engine scripted, none: its tokens are characters)",
+    )
     serve.add_argument("--log-level", default="warning", help="uvicorn's log level")
     serve.set_defaults(handler=_serve_command)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 import json
 from collections.abc import AsyncIterator
@@ -19,6 +20,7 @@ from agentkit.profiles import Profile, get_profile, profile_for_model
 from agentkit.server._anthropic_response import new_tool_use_id
 from agentkit.server._app import ServerConfig, create_app
 from agentkit.server._openai_chat import chat_routes
+from agentkit.server._openai_responses import responses_routes_factory
 from agentkit.server._runtime import ServerRuntime
 from agentkit.server._signing import ThinkingSigner
 from agentkit.server._turns import TurnStore
@@ -38,8 +40,12 @@ class ServeOptions:
     log_prompts: Path | None = None
     keep_billing_header: bool = False
     max_concurrency: int | None = None
+    context_window: int | None = None
+    """Replaces the profile's context window (tokens); a scripted engine has none unless
+    given, since its tokens are characters."""
     reasoning_field: str = "reasoning_content"
     streaming_tool_dispatch: bool = False
+    ignore_unverifiable_reasoning: bool = False
     signing_key: bytes | None = None
     engine_options: dict[str, Any] | None = None
 
@@ -101,6 +107,8 @@ def build_app(options: ServeOptions) -> tuple[Starlette, Engine, Profile]:
         profile = get_profile(options.profile)
     else:
         profile = profile_for_model(options.model or name)
+    if options.context_window is not None or options.script is not None:
+        profile = dataclasses.replace(profile, context_window=options.context_window)
     engine: Engine
     if options.script is not None:
         if options.model is not None:
@@ -149,6 +157,13 @@ def build_app(options: ServeOptions) -> tuple[Starlette, Engine, Profile]:
         config,
         signer=ThinkingSigner(options.signing_key),
         lifespan=lifespan,
-        adapters=[chat_routes],
+        adapters=[
+            chat_routes,
+            responses_routes_factory(
+                unverifiable_reasoning=(
+                    "ignore" if options.ignore_unverifiable_reasoning else "reject"
+                )
+            ),
+        ],
     )
     return app, engine, profile
