@@ -360,17 +360,19 @@ class AgentStream:
 
         async with agent.dispatcher.turn(on_result=send.send) as tools:
 
-            async def publish(events: list[ParseEvent]) -> None:
+            def publish(events: list[ParseEvent]) -> None:
+                # The stream is unbounded: sending never blocks, and not yielding to the event
+                # loop once per event keeps the per-token cost down (the engine's stream yields).
                 for event in events:
                     if isinstance(event, ToolCallComplete):
                         tools.start(event)
-                    await send.send(event)
+                    send.send_nowait(event)
 
             try:
                 async with aclosing(agent.engine.generate(request)) as chunks:
                     async for chunk in chunks:
                         if chunk.text:
-                            await publish(parser.feed(chunk.text))
+                            publish(parser.feed(chunk.text))
                         token_ids.extend(chunk.token_ids)
                         if chunk.finish_reason is not None:
                             finish_reason = chunk.finish_reason
@@ -379,7 +381,7 @@ class AgentStream:
                 failure = error
                 finish_reason = "error"
             # Whatever the model produced so far is kept, even when the engine failed.
-            await publish(parser.finish())
+            publish(parser.finish())
             message = Message(
                 role="assistant", content=list(parser.blocks), token_ids=token_ids or None
             )
