@@ -347,8 +347,22 @@ def _serve_command(args: argparse.Namespace) -> int:
         file=sys.stderr,
         flush=True,
     )
+    _log_to_stderr(args.log_level)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0
+
+
+def _log_to_stderr(level_name: str) -> None:
+    """Show agentkit's own log records (cache breaks, dropped tools, key creation) on stderr:
+    the library stays silent by default, a server should not."""
+    import logging
+
+    level = logging.getLevelName(level_name.upper())
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s:     %(name)s: %(message)s"))
+    logger = logging.getLogger("agentkit")
+    logger.addHandler(handler)
+    logger.setLevel(level if isinstance(level, int) else logging.DEBUG)
 
 
 def _check_replay_command(args: argparse.Namespace) -> int:

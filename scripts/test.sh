@@ -4,8 +4,8 @@
 #   fast  lint + strict types + the fast unit/property suite
 #   all   fast, then the slow suite on the real vLLM engine (CPU build, installed here:
 #         a few minutes the first time) and the end-to-end suite with real clients (Claude
-#         Code, OpenClaw: installed from npm into .e2e/ by scripts/e2e_setup.sh, ~2 minutes
-#         the first time)
+#         Code, OpenClaw, Codex: installed from npm into .e2e/ by scripts/e2e_setup.sh, ~2
+#         minutes the first time)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 suite="${1:-all}"

