@@ -11,6 +11,7 @@ from agentkit.agent import Agent as Agent
 from agentkit.agent import AgentStream as AgentStream
 from agentkit.agent import RunResult as RunResult
 from agentkit.agent import RunUsage as RunUsage
+from agentkit.engine import RemoteEngine as RemoteEngine
 from agentkit.engine import ScriptedEngine as ScriptedEngine
 from agentkit.engine import VLLMEngine as VLLMEngine
 from agentkit.errors import AgentkitError as AgentkitError
@@ -42,6 +43,7 @@ __all__ = [
     "Message",
     "Profile",
     "ReasoningBlock",
+    "RemoteEngine",
     "RunError",
     "RunResult",
     "RunUsage",

@@ -296,8 +296,17 @@ def _run_command(args: argparse.Namespace) -> int:
 
     if args.model is not None or args.profile is not None:
         _get_profile(args.profile or "smollm2")  # fail on an unknown profile before any work
-    model, profile = _resolve_model(args)
-    engine = _create_engine(model, _engine_options(args.max_model_len))
+    engine: Engine
+    if args.remote:
+        if args.model is None:
+            raise ConfigurationError("--remote needs --model: the model's name on the server")
+        from agentkit.profiles import profile_for_model
+
+        profile = args.profile or profile_for_model(args.model).name
+        engine = _remote_engine(args.remote, args.model, args.remote_api_key, args.tokenizer)
+    else:
+        model, profile = _resolve_model(args)
+        engine = _create_engine(model, _engine_options(args.max_model_len))
 
     async def go() -> int:
         try:
@@ -310,6 +319,31 @@ def _run_command(args: argparse.Namespace) -> int:
     return anyio.run(go)
 
 
+def _remote_engine(urls: str, model: str, api_key: str | None, tokenizer: str | None) -> Engine:
+    """A RemoteEngine over comma-separated replica URLs; with a local tokenizer directory, the
+    prompts it sends are agentkit's exact token ids."""
+    from agentkit.engine import RemoteEngine
+
+    local = None
+    if tokenizer:
+        try:
+            from transformers import AutoTokenizer
+        except ImportError as error:
+            raise ConfigurationError(
+                "--tokenizer needs transformers (pip install transformers)"
+            ) from error
+        try:
+            local = AutoTokenizer.from_pretrained(tokenizer, local_files_only=True)
+        except Exception as error:  # transformers raises OSError, ValueError, and more
+            raise ConfigurationError(f"cannot load the tokenizer {tokenizer}: {error}") from error
+    return RemoteEngine(
+        base_urls=[u.strip() for u in urls.split(",") if u.strip()],
+        model=model,
+        api_key=api_key or os.environ.get("AGENTKIT_REMOTE_API_KEY") or None,
+        tokenizer=local,
+    )
+
+
 def _serve_command(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -319,6 +353,11 @@ def _serve_command(args: argparse.Namespace) -> int:
         raise ConfigurationError("--engine scripted needs --script FILE (JSON Lines)")
     if args.engine == "vllm" and args.model is None:
         raise ConfigurationError("give --model M (or --engine scripted --script FILE)")
+    remote = None
+    if args.remote:
+        if args.engine == "scripted":
+            raise ConfigurationError("give --remote or --engine scripted, not both")
+        remote = _remote_engine(args.remote, args.model, args.remote_api_key, args.tokenizer)
     api_key = args.api_key or os.environ.get("AGENTKIT_API_KEY") or None
     check_bind(args.host, api_key)
     signing = os.environ.get("AGENTKIT_SIGNING_KEY")
@@ -336,7 +375,12 @@ def _serve_command(args: argparse.Namespace) -> int:
         streaming_tool_dispatch=args.streaming_tool_dispatch,
         ignore_unverifiable_reasoning=args.ignore_unverifiable_reasoning,
         signing_key=signing.encode() if signing else None,
-        engine_options=_engine_options(args.max_model_len) if args.engine == "vllm" else None,
+        engine_options=(
+            _engine_options(args.max_model_len)
+            if args.engine == "vllm" and remote is None
+            else None
+        ),
+        engine=remote,
     )
     app, _, profile = build_app(options)
     import uvicorn
@@ -398,6 +442,22 @@ def _check_replay_command(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def _remote_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--remote",
+        help="drive an existing server instead of an in-process engine: its base URL, or "
+        "several replicas' URLs separated by commas (--model is then the served name)",
+    )
+    parser.add_argument(
+        "--remote-api-key", help="the remote server's API key (default $AGENTKIT_REMOTE_API_KEY)"
+    )
+    parser.add_argument(
+        "--tokenizer",
+        help="with --remote: a local tokenizer directory, so prompts are sent as exact token "
+        "ids (prefix-cache hits across turns)",
+    )
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="agentkit", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -453,6 +513,7 @@ def _build_parser() -> argparse.ArgumentParser:
         "a native backend.",
     )
     serve.add_argument("--model", help="any vLLM-loadable model directory or repo id")
+    _remote_arguments(serve)
     serve.add_argument("--engine", choices=["vllm", "scripted"], default="vllm")
     serve.add_argument(
         "--script", help='with --engine scripted: JSON Lines, one {"output": "..."} per request'
@@ -504,6 +565,7 @@ def _build_parser() -> argparse.ArgumentParser:
         "into $AGENTKIT_CACHE_DIR/models (default ~/.cache/agentkit/models).",
     )
     run.add_argument("--model", help="any vLLM-loadable model directory or repo id")
+    _remote_arguments(run)
     run.add_argument(
         "--profile",
         help="the model's profile (default: smollm2 without --model, else found from the "

@@ -173,3 +173,21 @@ def test_run_text_output(spy: _Spy, capsys: pytest.CaptureFixture[str]) -> None:
     captured = capsys.readouterr()
     assert captured.out.endswith("12 * 7 = 84.\n")
     assert "2 turn(s)" in captured.err
+
+
+def test_run_remote_drives_a_server_by_name(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    made: list[tuple[str, str, str | None, str | None]] = []
+
+    def fake(urls: str, model: str, api_key: str | None, tokenizer: str | None) -> Engine:
+        made.append((urls, model, api_key, tokenizer))
+        return ScriptedEngine([CALL, "12 * 7 = 84."])
+
+    monkeypatch.setattr(cli, "_remote_engine", fake)
+    argv = ["run", "--remote", "http://a:8000,http://b:8000", "--model", "Qwen/Qwen3-8B", "hi"]
+    assert cli.main(argv) == 0
+    assert made == [("http://a:8000,http://b:8000", "Qwen/Qwen3-8B", None, None)]
+    assert "84" in capsys.readouterr().out
+    assert cli.main(["run", "--remote", "http://a:8000", "hi"]) == 2
+    assert "--remote needs --model" in capsys.readouterr().err

@@ -20,6 +20,7 @@ def test_top_level_exports() -> None:
         "Message",
         "Profile",
         "ReasoningBlock",
+        "RemoteEngine",
         "RunError",
         "RunResult",
         "RunUsage",

@@ -1,6 +1,7 @@
 """Engines: where model output comes from.
 
-``VLLMEngine`` imports vLLM only when it starts, so this package imports without it.
+``VLLMEngine`` imports vLLM only when it starts, so this package imports without it;
+``RemoteEngine`` drives an existing serving deployment over HTTP.
 """
 
 from agentkit.engine._base import Engine as Engine
@@ -9,6 +10,7 @@ from agentkit.engine._base import GenerationChunk as GenerationChunk
 from agentkit.engine._base import GenerationRequest as GenerationRequest
 from agentkit.engine._base import Usage as Usage
 from agentkit.engine._char_tokenizer import CharTokenizer as CharTokenizer
+from agentkit.engine._remote import RemoteEngine as RemoteEngine
 from agentkit.engine._scripted import ScriptedEngine as ScriptedEngine
 from agentkit.engine._scripted import ScriptedOutput as ScriptedOutput
 from agentkit.engine._scripted import TokenizedScriptedEngine as TokenizedScriptedEngine
@@ -21,6 +23,7 @@ __all__ = [
     "FinishReason",
     "GenerationChunk",
     "GenerationRequest",
+    "RemoteEngine",
     "ScriptedEngine",
     "ScriptedOutput",
     "TokenizedScriptedEngine",

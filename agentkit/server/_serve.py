@@ -48,6 +48,8 @@ class ServeOptions:
     ignore_unverifiable_reasoning: bool = False
     signing_key: bytes | None = None
     engine_options: dict[str, Any] | None = None
+    engine: Engine | None = None
+    """An engine made elsewhere (``--remote``: a RemoteEngine); ``model`` is its model name."""
 
 
 def load_script(path: Path) -> list[ScriptItem]:
@@ -110,7 +112,9 @@ def build_app(options: ServeOptions) -> tuple[Starlette, Engine, Profile]:
     if options.context_window is not None or options.script is not None:
         profile = dataclasses.replace(profile, context_window=options.context_window)
     engine: Engine
-    if options.script is not None:
+    if options.engine is not None:
+        engine = options.engine
+    elif options.script is not None:
         if options.model is not None:
             raise ConfigurationError("give --model or --engine scripted --script, not both")
         engine = TokenizedScriptedEngine(

@@ -421,6 +421,7 @@ def test_engine_package_exports() -> None:
         "FinishReason",
         "GenerationChunk",
         "GenerationRequest",
+        "RemoteEngine",
         "ScriptedEngine",
         "ScriptedOutput",
         "TokenizedScriptedEngine",
