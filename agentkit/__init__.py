@@ -24,6 +24,9 @@ from agentkit.profiles import Profile as Profile
 from agentkit.profiles import get_profile as get_profile
 from agentkit.tools import Tool as Tool
 from agentkit.tools import tool as tool
+from agentkit.side_queries import AgentHints as AgentHints
+from agentkit.side_queries import SideQueryError as SideQueryError
+from agentkit.side_queries import SideQueryResult as SideQueryResult
 from agentkit.transcript import Message as Message
 from agentkit.transcript import ReasoningBlock as ReasoningBlock
 from agentkit.transcript import TextBlock as TextBlock
@@ -35,6 +38,7 @@ __version__ = "0.1.0.dev0"
 
 __all__ = [
     "Agent",
+    "AgentHints",
     "AgentStream",
     "AgentkitError",
     "ConfigurationError",
@@ -48,6 +52,8 @@ __all__ = [
     "RunResult",
     "RunUsage",
     "ScriptedEngine",
+    "SideQueryError",
+    "SideQueryResult",
     "TextBlock",
     "Tool",
     "ToolCallBlock",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import aclosing
 from types import TracebackType
 from typing import Any, Literal
@@ -42,6 +42,15 @@ from agentkit.events import (
 )
 from agentkit.profiles import Profile, ReplayPolicy, get_profile
 from agentkit.profiles._replay import validate_replay_policy
+from agentkit.side_queries import (
+    AgentHints,
+    SideQueryError,
+    SideQueryKind,
+    SideQueryResult,
+    hint_options,
+    run_side_queries,
+    run_side_query,
+)
 from agentkit.tools import Dispatcher, Tool, ToolRegistry
 from agentkit.transcript import Message, TextBlock, ToolResultBlock, Transcript
 from agentkit.truncation import TruncationPolicy, truncate
@@ -114,6 +123,9 @@ class Agent:
             (a :class:`~agentkit.truncation.TruncationPolicy` or ``{"mode": "tokens" |
             "bytes" | "lines", "limit": N}``); ``None``: the profile's; ``False``: never.
             Events and ``ToolResultBlock.original_content`` keep the full output.
+        hints: scheduling hints for every request (``priority`` goes to vLLM's priority
+            scheduling; ``latency_sensitive`` and ``expected_output_tokens`` are advisory);
+            a run's own hints win.
     """
 
     def __init__(
@@ -132,6 +144,7 @@ class Agent:
         tool_choice: ToolChoice = "auto",
         replay: ReplayPolicy | None = None,
         truncation: TruncationPolicy | Mapping[str, Any] | Literal[False] | None = None,
+        hints: AgentHints | None = None,
     ) -> None:
         if max_turns < 1:
             raise ValueError("max_turns must be at least 1")
@@ -145,6 +158,7 @@ class Agent:
         self.request_options = request_options
         self._check_tool_choice(tool_choice)
         self.tool_choice = tool_choice
+        self.hints = hints or AgentHints()
         self.replay: ReplayPolicy = validate_replay_policy(replay or self.profile.replay)
         PromptBuilder(self.profile, engine, [], replay=self.replay)  # fails early if it must
         self.truncation = (
@@ -167,7 +181,11 @@ class Agent:
         )
 
     def stream(
-        self, prompt: str | Transcript, *, tool_choice: ToolChoice | None = None
+        self,
+        prompt: str | Transcript,
+        *,
+        tool_choice: ToolChoice | None = None,
+        hints: AgentHints | None = None,
     ) -> AgentStream:
         """Run the agent, yielding typed events as they happen.
 
@@ -180,16 +198,64 @@ class Agent:
             tool_choice = self.tool_choice
         else:
             self._check_tool_choice(tool_choice)
-        return AgentStream(self, self._start_transcript(prompt), tool_choice=tool_choice)
+        return AgentStream(
+            self, self._start_transcript(prompt), tool_choice=tool_choice, hints=hints
+        )
 
     async def run(
-        self, prompt: str | Transcript, *, tool_choice: ToolChoice | None = None
+        self,
+        prompt: str | Transcript,
+        *,
+        tool_choice: ToolChoice | None = None,
+        hints: AgentHints | None = None,
     ) -> RunResult:
         """Run the agent to completion and return its result (see :meth:`stream`)."""
-        async with self.stream(prompt, tool_choice=tool_choice) as events:
+        async with self.stream(prompt, tool_choice=tool_choice, hints=hints) as events:
             async for _ in events:
                 pass
         return events.result
+
+    async def side_query(
+        self,
+        kind: SideQueryKind,
+        *,
+        transcript: Transcript,
+        urls: Sequence[str] | None = None,
+        hints: AgentHints | None = None,
+    ) -> SideQueryResult:
+        """A small judgement task (``title``, ``domain``, ``action``...) on ``transcript``'s
+        exact prompt, so the engine's prefix cache serves all of it; the transcript is not
+        changed (see :mod:`agentkit.side_queries`)."""
+        return await run_side_query(
+            self.engine,
+            self.profile,
+            transcript,
+            kind,
+            tools=self.registry.specs(),
+            replay=self.replay,
+            urls=urls,
+            hints=hints or self.hints,
+        )
+
+    async def side_queries(
+        self,
+        kinds: Sequence[SideQueryKind],
+        *,
+        transcript: Transcript,
+        urls: Sequence[str] | None = None,
+        hints: AgentHints | None = None,
+    ) -> dict[SideQueryKind, SideQueryResult | SideQueryError]:
+        """Several side queries at once, concurrently on the engine."""
+        return await run_side_queries(
+            self.engine,
+            self.profile,
+            transcript,
+            kinds,
+            tools=self.registry.specs(),
+            replay=self.replay,
+            urls=urls,
+            hints=hints or self.hints,
+        )
 
     def _check_tool_choice(self, choice: ToolChoice) -> None:
         """Fail at once, not at the first request, for a choice this agent cannot honour."""
@@ -213,10 +279,16 @@ class AgentStream:
     """One run of an agent, as a stream of events. See :meth:`Agent.stream`."""
 
     def __init__(
-        self, agent: Agent, transcript: Transcript, *, tool_choice: ToolChoice = "auto"
+        self,
+        agent: Agent,
+        transcript: Transcript,
+        *,
+        tool_choice: ToolChoice = "auto",
+        hints: AgentHints | None = None,
     ) -> None:
         self._agent = agent
         self._tool_choice = tool_choice
+        self._hints = hints or agent.hints
         self.transcript = transcript
         self.run_id = f"run_{uuid.uuid4().hex[:16]}"
         self._usage: list[TurnUsage] = []
@@ -343,7 +415,10 @@ class AgentStream:
         options = agent.request_options
         if callable(options):
             options = options(turn, self.transcript)
-        options = _merge_options(tool_choice_options(profile, choice, schemas), options or {})
+        options = _merge_options(
+            tool_choice_options(profile, choice, schemas),
+            {**hint_options(self._hints), **(options or {})},
+        )
         request = GenerationRequest(
             prompt=prompt.text,
             prompt_token_ids=prompt.token_ids,

@@ -12,6 +12,8 @@ Two kinds of failure matter to an agent and are kept apart:
 
     AgentkitError
     ├── ConfigurationError          bad setup: unknown profile or parser, invalid tool definition
+    ├── SideQueryError              a side query's answer could not be read (raw text kept;
+    │                               defined in agentkit.side_queries)
     ├── ToolError                   model-visible; becomes an error tool_result
     │   ├── MalformedToolCallError  the call's text could not be parsed (raw text kept)
     │   ├── UnknownToolError        the model named a tool that is not registered

@@ -12,6 +12,7 @@ def test_top_level_exports() -> None:
     assert agentkit.__all__ == sorted(agentkit.__all__)
     assert set(agentkit.__all__) == {
         "Agent",
+        "AgentHints",
         "AgentStream",
         "AgentkitError",
         "ConfigurationError",
@@ -25,6 +26,8 @@ def test_top_level_exports() -> None:
         "RunResult",
         "RunUsage",
         "ScriptedEngine",
+        "SideQueryError",
+        "SideQueryResult",
         "TextBlock",
         "Tool",
         "ToolCallBlock",
