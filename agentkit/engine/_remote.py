@@ -75,6 +75,10 @@ class _AttemptFailed(Exception):
         self.retry_after = retry_after
 
 
+_NO_LIMIT = 1 << 30
+"""``max_tokens`` for a request without a limit: the server clamps it to the context."""
+
+
 class RemoteEngine:
     """A model served elsewhere, behind an OpenAI-compatible ``/v1/completions`` route.
 
@@ -105,8 +109,10 @@ class RemoteEngine:
     (``return_token_ids``, vLLM); a server that ignores these fields still works, with
     chunks that carry no token ids. ``request.extra`` goes into the body as vLLM's
     ``sampling_options`` would map it (``structured_outputs``, ``logit_bias``, ``priority``,
-    ``seed``, any other server field). ``max_tokens=None`` is sent as ``null``: vLLM then
-    allows the rest of the context.
+    ``seed``, any other server field). ``max_tokens=None`` is sent as the replica's context
+    length (``max_model_len`` from its ``/v1/models``, asked once), which the server clamps to
+    what the prompt leaves — vLLM reads a missing or null value as 16 and refuses more than
+    the context; a server that lists no length gets a very large value.
 
     The first chunk carries a partial ``usage`` (prompt tokens only: the server reports
     cached prompt tokens at the end); the last one the whole usage, with
@@ -153,6 +159,8 @@ class RemoteEngine:
         self.token_timeout = token_timeout
         self.max_retries = max_retries
         self.backoff = backoff
+        self._limits: dict[str, int | None] = {}
+        """Each replica's context length (``max_model_len`` from its ``/v1/models``)."""
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._owns_client = http_client is None
         self._closed = False
@@ -261,7 +269,12 @@ class RemoteEngine:
             tried.add(replica.url)
             streamed = False
             try:
-                attempt = self._attempt(replica, body, headers, started)
+                sent = body
+                if body.get("max_tokens") == _NO_LIMIT:
+                    limit = await self._context_length(replica)
+                    if limit is not None:
+                        sent = {**body, "max_tokens": limit}
+                attempt = self._attempt(replica, sent, headers, started)
                 async with aclosing(attempt) as chunks:
                     async for chunk in chunks:
                         streamed = True
@@ -284,6 +297,28 @@ class RemoteEngine:
                 _log.warning(
                     "remote_retry", request_id=request_id, url=failure.url, error=str(failure)
                 )
+
+    async def _context_length(self, replica: Replica) -> int | None:
+        """The replica's ``max_model_len`` (vLLM lists it in ``/v1/models``), asked once: a
+        request without a limit sends it as ``max_tokens``, which the server clamps to what
+        the prompt leaves; vLLM refuses a larger value and reads a missing one as 16."""
+        if replica.url in self._limits:
+            return self._limits[replica.url]
+        limit: int | None = None
+        try:
+            response = await self._client.get(
+                f"{replica.url}/v1/models", headers=self._headers, timeout=self.connect_timeout
+            )
+            models = response.json().get("data", []) if response.status_code == 200 else []
+            chosen = next((m for m in models if m.get("id") == self.model), None)
+            if chosen is None and len(models) == 1:
+                chosen = models[0]
+            value = chosen.get("max_model_len") if isinstance(chosen, dict) else None
+            limit = int(value) if isinstance(value, int) and value > 0 else None
+        except (httpx.HTTPError, ValueError, AttributeError):
+            limit = None
+        self._limits[replica.url] = limit
+        return limit
 
     def _delay(self, retry: int, failure: _AttemptFailed) -> float:
         if failure.retry_after:
@@ -318,6 +353,11 @@ class RemoteEngine:
             "return_token_ids": True,
             **options,
         }
+        if body.get("max_tokens") is None:
+            # vLLM's server reads a missing or null max_tokens as 16; a large value is clamped
+            # to what the context leaves (max_model_len - prompt), which is what "no limit"
+            # means in-process.
+            body["max_tokens"] = _NO_LIMIT
         if priority:
             body["priority"] = priority
         key = str(session) if session is not None else session_key(request.request_id)

@@ -182,13 +182,16 @@ def serve(fake: Fake) -> Iterator[str]:
         sock.close()
 
 
+_HELD: list[socket.socket] = []
+
+
 def refused_url() -> str:
-    """A local port nothing listens on: connections to it are refused at once."""
+    """A local port bound but not listening: connections to it are refused at once, and no
+    other process can take the port while the tests run (the socket is kept)."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    return f"http://127.0.0.1:{port}"
+    _HELD.append(sock)
+    return f"http://127.0.0.1:{sock.getsockname()[1]}"
 
 
 def request(prompt: str = "Hi", **kwargs: Any) -> GenerationRequest:
@@ -257,7 +260,7 @@ async def test_text_prompt_extra_options_and_a_server_without_token_ids() -> Non
     assert chunks[-1].finish_reason == "length"
     body = fake.bodies[0]
     assert body["prompt"] == "Say it"
-    assert body["max_tokens"] is None  # vLLM: the rest of the context, not OpenAI's 16
+    assert body["max_tokens"] == 1 << 30  # vLLM clamps it to the context; null would be 16
     assert (body["temperature"], body["top_p"], body["stop"]) == (0.5, 0.9, ["END"])
     assert body["priority"] == 3
     assert body["structured_outputs"] == {"regex": "a+"}
