@@ -22,11 +22,11 @@ from agentkit.errors import RunError as RunError
 from agentkit.errors import ToolError as ToolError
 from agentkit.profiles import Profile as Profile
 from agentkit.profiles import get_profile as get_profile
-from agentkit.tools import Tool as Tool
-from agentkit.tools import tool as tool
 from agentkit.side_queries import AgentHints as AgentHints
 from agentkit.side_queries import SideQueryError as SideQueryError
 from agentkit.side_queries import SideQueryResult as SideQueryResult
+from agentkit.tools import Tool as Tool
+from agentkit.tools import tool as tool
 from agentkit.transcript import Message as Message
 from agentkit.transcript import ReasoningBlock as ReasoningBlock
 from agentkit.transcript import TextBlock as TextBlock

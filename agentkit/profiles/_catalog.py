@@ -241,6 +241,7 @@ register_profile(
         truncation=TruncationPolicy.parse(_DEFAULT_TRUNCATION),
         context_window=40_960,
         tokenizer="Qwen/Qwen3-8B",
+        thinking_off="<think>\n\n</think>\n\n",
     )
 )
 register_alias("*qwen3*", "qwen3")

@@ -83,6 +83,10 @@ class Profile:
     context_window: int | None = None
     compaction_threshold: float = 0.9
     tokenizer: str | None = None
+    thinking_off: str | None = None
+    """What the generation prompt gains when a request turns thinking off (Qwen3: an empty
+    ``<think>`` block, as its template writes with ``enable_thinking=False``); ``None``: the
+    profile has no thinking switch, and requests to turn thinking off are not honoured."""
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

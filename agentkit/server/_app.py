@@ -100,7 +100,10 @@ def create_app(
                 )
         return converted
 
-    def spec(converted: ConvertedRequest) -> TurnSpec:
+    def spec(
+        converted: ConvertedRequest, request: MessagesRequest | CountTokensRequest
+    ) -> TurnSpec:
+        disabled = (request.thinking or {}).get("type") == "disabled"
         return TurnSpec(
             transcript=converted.transcript,
             tools=converted.tools,
@@ -109,6 +112,7 @@ def create_app(
             temperature=converted.temperature,
             top_p=converted.top_p,
             stop=converted.stop,
+            thinking=False if disabled else None,
         )
 
     def endpoint(
@@ -158,8 +162,9 @@ def create_app(
         return JSONResponse(model_entry())
 
     async def count_tokens(request: Request) -> Response:
-        converted = convert(parse(CountTokensRequest, await body_json(request)))
-        prompt = runtime.prompt(spec(converted))
+        counted = parse(CountTokensRequest, await body_json(request))
+        converted = convert(counted)
+        prompt = runtime.prompt(spec(converted, counted))
         ids = prompt.token_ids
         if ids is None:
             ids = runtime.encode(prompt.text)
@@ -196,7 +201,7 @@ def create_app(
         release = context.acquire()
         try:
             message_id = new_message_id()
-            turn = runtime.start(spec(converted), request_id=message_id)
+            turn = runtime.start(spec(converted, parsed), request_id=message_id)
             if not parsed.stream:
                 try:
                     return await _complete(turn, message_id, parsed.model, signer)

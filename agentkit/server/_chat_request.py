@@ -293,6 +293,7 @@ def convert_chat_request(
         temperature=req.temperature,
         top_p=req.top_p,
         stop=[s for s in stop if s],
+        thinking=False if getattr(req, "reasoning_effort", None) == "none" else None,
     )
     return ConvertedChat(spec, restored)
 

@@ -175,6 +175,7 @@ class _Adapter:
             max_tokens=parsed.max_output_tokens,
             temperature=parsed.temperature,
             top_p=parsed.top_p,
+            thinking=False if reasoning.get("effort") in ("none", "minimal") else None,
         )
         seal = None
         if "reasoning.encrypted_content" in include:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,8 @@ class TurnSpec:
     temperature: float | None = None
     top_p: float | None = None
     stop: Sequence[str] = ()
+    thinking: bool | None = None
+    """``False``: the request turned thinking off (honoured where the profile has a switch)."""
     options: dict[str, Any] = field(default_factory=dict)
     """Extra backend options (``GenerationRequest.extra``)."""
 
@@ -91,7 +93,19 @@ class ServerRuntime:
     def prompt(self, spec: TurnSpec) -> Prompt:
         """The exact prompt ``spec`` would be sent with."""
         builder = PromptBuilder(self.profile, self.engine, list(spec.tools))
-        return builder.next_prompt(spec.transcript)
+        prompt = builder.next_prompt(spec.transcript)
+        off = self.profile.thinking_off
+        if spec.thinking is False and off:
+            # Thinking off: the generation prompt closes an empty reasoning block, as the
+            # model's template does; the history before it is unchanged (prefix-stable).
+            ids = prompt.token_ids
+            extra = self.encode(off) if ids is not None else None
+            prompt = replace(
+                prompt,
+                text=prompt.text + off,
+                token_ids=ids + extra if ids is not None and extra is not None else None,
+            )
+        return prompt
 
     def start(self, spec: TurnSpec, *, request_id: str) -> ModelTurn:
         """Prepare the turn: validate, build the prompt, log it. Generation starts when the
