@@ -42,7 +42,13 @@ from agentkit.server._anthropic_response import (
     new_message_id,
     stop_reason,
 )
-from agentkit.server._context import ERROR_STATUS, ApiError, ServerConfig, ServerContext
+from agentkit.server._context import (
+    ERROR_STATUS,
+    ApiError,
+    ServerConfig,
+    ServerContext,
+    agent_hints,
+)
 from agentkit.server._runtime import ModelTurn, ServerRuntime, TurnSpec
 from agentkit.server._signing import ThinkingSigner
 from agentkit.server._sse import EventStreamResponse
@@ -113,6 +119,7 @@ def create_app(
             top_p=converted.top_p,
             stop=converted.stop,
             thinking=False if disabled else None,
+            hints=agent_hints(request),
         )
 
     def endpoint(

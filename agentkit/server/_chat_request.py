@@ -31,7 +31,7 @@ from typing import Any, NoReturn
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentkit.server._chat_stream import ChatStream, replay
-from agentkit.server._context import ApiError
+from agentkit.server._context import ApiError, agent_hints
 from agentkit.server._runtime import TurnSpec
 from agentkit.server._turns import TurnStore, visible_key
 from agentkit.transcript import (
@@ -294,6 +294,7 @@ def convert_chat_request(
         top_p=req.top_p,
         stop=[s for s in stop if s],
         thinking=False if getattr(req, "reasoning_effort", None) == "none" else None,
+        hints=agent_hints(req),
     )
     return ConvertedChat(spec, restored)
 

@@ -13,11 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
 from starlette.requests import Request
 
 from agentkit.server._runtime import ServerRuntime
+from agentkit.side_queries import AgentHints
 
-__all__ = ["ERROR_STATUS", "ApiError", "ServerConfig", "ServerContext"]
+__all__ = ["ERROR_STATUS", "ApiError", "ServerConfig", "ServerContext", "agent_hints"]
 
 ERROR_STATUS: dict[str, int] = {
     "invalid_request_error": 400,
@@ -51,6 +53,21 @@ class ServerConfig:
     streaming_tool_dispatch: bool = False
     """OpenAI Chat Completions: send ``tool_call_dispatch`` events to every streaming client
     (otherwise only to those asking with ``x-agentkit-dispatch: 1``)."""
+
+
+def agent_hints(body: object) -> AgentHints | None:
+    """The ``agent_hints`` extension field of a request body (any of the wire formats), or
+    ``None``; an invalid one is an ``invalid_request_error``."""
+    extra = getattr(body, "model_extra", None) or {}
+    value = extra.get("agent_hints")
+    if value is None:
+        return None
+    try:
+        return AgentHints.model_validate(value)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(p) for p in ("agent_hints", *first["loc"]))
+        raise ApiError("invalid_request_error", f"{where}: {first['msg']}") from error
 
 
 class ApiError(Exception):

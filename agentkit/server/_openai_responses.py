@@ -39,7 +39,7 @@ from agentkit.errors import (
     EngineOverloaded,
 )
 from agentkit.events import ParseEvent, ToolCallComplete
-from agentkit.server._context import ApiError, ServerContext
+from agentkit.server._context import ApiError, ServerContext, agent_hints
 from agentkit.server._responses_request import (
     SEAL_PURPOSE,
     InputConverter,
@@ -176,6 +176,7 @@ class _Adapter:
             temperature=parsed.temperature,
             top_p=parsed.top_p,
             thinking=False if reasoning.get("effort") in ("none", "minimal") else None,
+            hints=agent_hints(parsed),
         )
         seal = None
         if "reasoning.encrypted_content" in include:

@@ -27,6 +27,7 @@ from agentkit.engine import Engine, GenerationRequest, Usage
 from agentkit.events import ParseEvent
 from agentkit.profiles import Profile
 from agentkit.server._turns import TurnStore
+from agentkit.side_queries import AgentHints, hint_options
 from agentkit.transcript import Message, Transcript
 
 __all__ = ["ModelTurn", "ServerRuntime", "TurnSpec"]
@@ -48,6 +49,8 @@ class TurnSpec:
     stop: Sequence[str] = ()
     thinking: bool | None = None
     """``False``: the request turned thinking off (honoured where the profile has a switch)."""
+    hints: AgentHints | None = None
+    """The request's ``agent_hints`` (``priority`` reaches vLLM's scheduler)."""
     options: dict[str, Any] = field(default_factory=dict)
     """Extra backend options (``GenerationRequest.extra``)."""
 
@@ -116,7 +119,11 @@ class ServerRuntime:
             if "function" in t
         }
         validate_tool_choice(spec.tool_choice, list(schemas))
-        options = {**tool_choice_options(self.profile, spec.tool_choice, schemas), **spec.options}
+        options = {
+            **tool_choice_options(self.profile, spec.tool_choice, schemas),
+            **hint_options(spec.hints),
+            **spec.options,
+        }
         prompt = self.prompt(spec)
         self._log_prompt(request_id, prompt)
         request = GenerationRequest(

@@ -70,3 +70,19 @@ async def test_a_profile_without_a_switch_is_left_alone() -> None:
     await post(application, "/v1/messages", base)
     first, second = engine.requests
     assert first.prompt == second.prompt
+
+
+@pytest.mark.parametrize("path", ["/v1/messages", "/v1/chat/completions", "/v1/responses"])
+async def test_agent_hints_in_the_body_reach_the_engine(path: str) -> None:
+    application, engine = app(get_profile("qwen3"), ["Answer."])
+    if path == "/v1/responses":
+        body: dict[str, object] = {"model": "m", "input": "hi"}
+    else:
+        body = {"model": "m", "max_tokens": 20, "messages": [{"role": "user", "content": "hi"}]}
+    hints = {"priority": -3, "latency_sensitive": True, "expected_output_tokens": 50}
+    assert (await post(application, path, {**body, "agent_hints": hints})).status_code == 200
+    (request,) = engine.requests
+    assert request.extra == {"priority": -3}
+    bad = await post(application, path, {**body, "agent_hints": {"priority": "soon"}})
+    assert bad.status_code == 400
+    assert "agent_hints.priority" in bad.text
