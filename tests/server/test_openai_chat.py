@@ -8,9 +8,6 @@ answers in Qwen3's format (``<think>`` reasoning, hermes ``<tool_call>`` calls).
 from __future__ import annotations
 
 import json
-import socket
-import threading
-import time
 from collections.abc import AsyncGenerator, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,7 +16,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
-import uvicorn
+from _harness import running
 
 from agentkit.engine import (
     GenerationChunk,
@@ -93,21 +90,8 @@ def serve(
     runtime = ServerRuntime(engine, QWEN3, log_prompts=tmp_path / "prompts")
     settings = {"model_name": "org/served-model", "api_key": KEY, **config}
     app = create_app(runtime, ServerConfig(**settings), adapters=[chat_routes])
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}", engine
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
+    with running(app) as url:
+        yield url, engine
 
 
 def client(url: str, key: str = KEY) -> openai.OpenAI:

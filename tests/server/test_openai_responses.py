@@ -11,9 +11,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import socket
 import stat
-import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -23,7 +21,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
-import uvicorn
+from _harness import running
 from openai.types.responses import Response
 
 from agentkit.engine import ScriptedOutput, TokenizedScriptedEngine
@@ -90,21 +88,8 @@ def serve(
     factory = responses_routes_factory(Sealer(seal_key), unverifiable_reasoning=unverifiable)
     settings = {"model_name": MODEL, "api_key": KEY, **config}
     app = create_app(runtime, ServerConfig(**settings), adapters=[factory])
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}", engine
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
+    with running(app) as url:
+        yield url, engine
 
 
 @contextmanager

@@ -7,8 +7,6 @@ tests talk to it as Claude Code's SDK would.
 from __future__ import annotations
 
 import json
-import socket
-import threading
 import time
 from collections.abc import AsyncGenerator, Iterator, Sequence
 from contextlib import contextmanager
@@ -18,7 +16,7 @@ from typing import Any
 import anthropic
 import httpx
 import pytest
-import uvicorn
+from _harness import running
 
 from agentkit.engine import (
     GenerationChunk,
@@ -83,23 +81,12 @@ def serve(
     )
     settings = {"model_name": "org/served-model", "api_key": KEY, **config}
     app = create_app(runtime, ServerConfig(**settings), signer=ThinkingSigner(b"k" * 32))
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}", engine
-    finally:
-        while _CLIENTS:
-            _CLIENTS.pop().close()
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
+    with running(app) as url:
+        try:
+            yield url, engine
+        finally:
+            while _CLIENTS:
+                _CLIENTS.pop().close()
 
 
 _CLIENTS: list[anthropic.Anthropic] = []
