@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-import uvicorn
+from _harness import running
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -162,24 +162,8 @@ def _data(payload: dict[str, Any]) -> str:
 
 @contextmanager
 def serve(fake: Fake) -> Iterator[str]:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(
-        fake.app(), log_level="critical", lifespan="off", timeout_graceful_shutdown=2
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
+    with running(fake.app(), log_level="critical", timeout_graceful_shutdown=2) as url:
+        yield url
 
 
 _HELD: list[socket.socket] = []

@@ -1,4 +1,5 @@
-"""A real uvicorn server in a thread on 127.0.0.1, for the end-to-end HTTP tests."""
+"""A real uvicorn server in a thread on 127.0.0.1, for the tests that talk HTTP (the server's
+APIs, the remote engine against fake replicas)."""
 
 from __future__ import annotations
 
@@ -13,15 +14,17 @@ import uvicorn
 
 
 @contextmanager
-def running(app: Any) -> Iterator[str]:
+def running(app: Any, **config: Any) -> Iterator[str]:
     """Serve ``app`` on a free port until the block ends; yields its base URL.
 
     The socket is bound before the server starts, so the port is known (and taken) at once.
+    ``config`` adds to or overrides the ``uvicorn.Config`` settings.
     """
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    settings: dict[str, Any] = {"log_level": "warning", "lifespan": "off", **config}
+    server = uvicorn.Server(uvicorn.Config(app, **settings))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
