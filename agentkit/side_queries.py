@@ -212,12 +212,14 @@ _SCHEMAS: dict[SideQueryKind, dict[str, Any]] = {
 }
 
 _MAX_TOKENS: dict[SideQueryKind, int] = {
-    "action": 16,
+    # Room for the JSON answer (``{"needs_search": false}`` is ~8 tokens with a real
+    # vocabulary, 18 with a small one) and a little whitespace.
+    "action": 32,
     "query": 96,
-    "authority": 16,
+    "authority": 32,
     "domain": 32,
     "title": 48,
-    "read_url": 16,
+    "read_url": 32,
 }
 
 _URL = re.compile(r"https?://[^\s<>\"')\]]+")
