@@ -49,7 +49,7 @@ from agentkit.server._context import (
     ServerContext,
     agent_hints,
 )
-from agentkit.server._runtime import ModelTurn, ServerRuntime, TurnSpec
+from agentkit.server._runtime import ModelTurn, ServerRuntime, TurnSpec, first_event
 from agentkit.server._signing import ThinkingSigner
 from agentkit.server._sse import EventStreamResponse
 
@@ -214,16 +214,8 @@ def create_app(
                     return await _complete(turn, message_id, parsed.model, signer)
                 finally:
                     release()
-            # Wait for the first event (prefill done, usage known): a failure before any
-            # output is still an HTTP error with its status, not a broken stream.
             events = turn.events()
-            try:
-                first = await anext(events)
-            except StopAsyncIteration:
-                first = None
-            except BaseException:
-                await events.aclose()
-                raise
+            first = await first_event(events)
         except BaseException:
             release()
             raise

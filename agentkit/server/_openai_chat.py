@@ -19,7 +19,6 @@ from starlette.routing import Route
 
 from agentkit._logging import get_logger
 from agentkit.errors import ConfigurationError, ContextWindowExceeded, EngineError, EngineOverloaded
-from agentkit.events import ParseEvent
 from agentkit.server._chat_request import (
     ChatRequest,
     ConvertedChat,
@@ -35,7 +34,7 @@ from agentkit.server._chat_stream import (
     usage_json,
 )
 from agentkit.server._context import ApiError, ServerContext
-from agentkit.server._runtime import ModelTurn
+from agentkit.server._runtime import ModelTurn, first_event
 from agentkit.server._sse import EventStreamResponse
 
 __all__ = [
@@ -116,13 +115,7 @@ def chat_routes(context: ServerContext) -> list[Route]:
                 finally:
                     release()
             events = turn.events()
-            try:
-                first: ParseEvent | None = await anext(events)
-            except StopAsyncIteration:
-                first = None
-            except BaseException:
-                await events.aclose()
-                raise
+            first = await first_event(events)
         except BaseException:
             release()
             raise

@@ -38,7 +38,7 @@ from agentkit.errors import (
     EngineError,
     EngineOverloaded,
 )
-from agentkit.events import ParseEvent, ToolCallComplete
+from agentkit.events import ToolCallComplete
 from agentkit.server._context import ApiError, ServerContext, agent_hints
 from agentkit.server._responses_request import (
     SEAL_PURPOSE,
@@ -51,7 +51,7 @@ from agentkit.server._responses_request import (
     tool_choice,
 )
 from agentkit.server._responses_stream import ResponseStream, new_id
-from agentkit.server._runtime import ServerRuntime, TurnSpec
+from agentkit.server._runtime import ServerRuntime, TurnSpec, first_event
 from agentkit.server._sealing import Sealer
 from agentkit.server._sse import EventStreamResponse
 from agentkit.transcript import Message
@@ -204,15 +204,7 @@ class _Adapter:
                     return JSONResponse(stream.response)
                 finally:
                     release()
-            # Wait for the first event (prefill done): a failure before any output is still
-            # an HTTP error with its status, not a broken stream.
-            try:
-                first: ParseEvent | None = await anext(events)
-            except StopAsyncIteration:
-                first = None
-            except BaseException:
-                await events.aclose()
-                raise
+            first = await first_event(events)
         except BaseException:
             release()
             raise

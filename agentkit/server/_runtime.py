@@ -30,7 +30,7 @@ from agentkit.server._turns import TurnStore
 from agentkit.side_queries import AgentHints, hint_options
 from agentkit.transcript import Message, Transcript
 
-__all__ = ["ModelTurn", "ServerRuntime", "TurnSpec"]
+__all__ = ["ModelTurn", "ServerRuntime", "TurnSpec", "first_event"]
 
 _log = get_logger("agentkit.server")
 
@@ -216,3 +216,19 @@ class ModelTurn:
         if self.finish_reason == "stop" and self.matched_stop in self.stop_sequences:
             return self.matched_stop
         return None
+
+
+async def first_event(events: AsyncGenerator[ParseEvent, None]) -> ParseEvent | None:
+    """Wait for a streamed turn's first event (``None`` if it has none) before answering.
+
+    By then prefill is done and usage known, so a failure before any output is still an HTTP
+    error with its status, not a broken stream. On failure the events are closed (aborting the
+    request); the caller releases its slot.
+    """
+    try:
+        return await anext(events)
+    except StopAsyncIteration:
+        return None
+    except BaseException:
+        await events.aclose()
+        raise
