@@ -12,14 +12,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from agentkit.parsing import ToolSyntax
+from agentkit.profiles._family_common import FamilyTemplate, split_system, tool_results
 from agentkit.profiles._profile import ToolSpec
 from agentkit.transcript import (
     Message,
     ReasoningBlock,
     TextBlock,
     ToolCallBlock,
-    ToolResultBlock,
-    Transcript,
 )
 
 __all__ = ["ChatMLTemplate", "hermes_tools_section", "qwen3_coder_tools_section"]
@@ -107,7 +106,7 @@ def qwen3_coder_tools_section(tools: Sequence[ToolSpec]) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class ChatMLTemplate:
+class ChatMLTemplate(FamilyTemplate):
     """ChatML with Qwen-style reasoning and tool traffic.
 
     Assistant messages generated here (every block has ``raw``) are replayed verbatim; others
@@ -128,60 +127,41 @@ class ChatMLTemplate:
     """What follows each ``</tool_response>`` (Qwen3-Coder: a newline); without it, the
     responses are joined by newlines."""
 
-    def render(
-        self,
-        transcript: Transcript,
-        tools: Sequence[ToolSpec],
-        *,
-        add_generation_prompt: bool = True,
-    ) -> str:
+    def _head(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> tuple[list[str], int]:
         out: list[str] = []
-        messages = list(transcript.messages)
-        system = ""
-        if messages and messages[0].role == "system":
-            system = messages.pop(0).text
-        elif self.default_system:
-            system = self.default_system
-        elif tools and self.default_tools_system:
-            system = self.default_tools_system
+        system, start = split_system(messages)
+        if system is None:
+            system = self.default_system or (self.default_tools_system if tools else "")
         if tools:
             system = (
                 f"{system}\n\n{self.tools_section(tools)}" if system else self.tools_section(tools)
             )
         if system:
             out.append(f"{IM_START}system\n{system}{IM_END}\n")
-        self._messages(messages, out)
-        if add_generation_prompt:
-            out.append(f"{IM_START}assistant\n")
-        return "".join(out)
+        return out, start
+
+    def _generation_prompt(self) -> str:
+        return f"{IM_START}assistant\n"
 
     @property
     def assistant_end(self) -> str:
         """What follows an assistant message's content: the stop token and a newline."""
         return f"{IM_END}\n"
 
-    def render_continuation(self, transcript: Transcript, start: int) -> str:
-        """The text of ``transcript.messages[start:]`` and the generation prompt, for a prompt
-        whose earlier part (up to the end of an assistant message) is already built.
-
-        ``render(t) == render(t_prefix) + raw + assistant_end + render_continuation(t, n)``
-        whenever message ``n - 1`` is an assistant message generated here; the cost is
-        proportional to the new messages, not to the history.
-        """
-        out: list[str] = []
-        self._messages(transcript.messages[start:], out)
-        out.append(f"{IM_START}assistant\n")
-        return "".join(out)
-
-    def _messages(self, messages: Sequence[Message], out: list[str]) -> None:
-        i = 0
+    def _messages(
+        self,
+        messages: Sequence[Message],
+        i: int,
+        out: list[str],
+        tools: Sequence[ToolSpec],
+        gen: bool,
+    ) -> None:
         while i < len(messages):
             message = messages[i]
             if message.role == "tool":
-                results: list[ToolResultBlock] = []
-                while i < len(messages) and messages[i].role == "tool":
-                    results.extend(b for b in messages[i].content if isinstance(b, ToolResultBlock))
-                    i += 1
+                results, i = tool_results(messages, i)
                 responses = [f"<tool_response>\n{r.content}\n</tool_response>" for r in results]
                 if self.response_end:
                     body = "".join(r + self.response_end for r in responses)

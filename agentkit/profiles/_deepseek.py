@@ -14,12 +14,14 @@ which is what DeepSeek's encoders write for a turn whose reasoning was dropped.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Literal
 
 from agentkit.parsing import get_tool_syntax
 from agentkit.profiles._family_common import (
+    FamilyTemplate,
     canonical_assistant,
     function_of,
     opens_with_reasoning,
@@ -28,7 +30,7 @@ from agentkit.profiles._family_common import (
     tool_results,
 )
 from agentkit.profiles._profile import ToolSpec
-from agentkit.transcript import Message, ToolCallBlock, Transcript
+from agentkit.transcript import Message, ToolCallBlock, ToolResultBlock
 
 __all__ = [
     "BOS",
@@ -109,6 +111,46 @@ def _text(text: str, parts: list[str]) -> str:
     return text
 
 
+def _assistant(
+    message: Message, render_calls: Callable[[Sequence[ToolCallBlock]], str], opened: bool
+) -> str:
+    """An assistant turn as every DeepSeek writes it: the canonical blocks (reasoning closed by
+    ``</think>``), then ``EOS``."""
+    body = canonical_assistant(
+        message,
+        reasoning=_reasoning,
+        text=_text,
+        calls=lambda calls, parts: render_calls(calls),
+        opened=opened,
+    )
+    return body + EOS
+
+
+def _turns(messages: Sequence[Message], i: int) -> Iterator[tuple[Message, list[ToolResultBlock]]]:
+    """The messages from ``i`` as V3.1 and R1 write them: system messages skipped (their text
+    is in the head), a run of tool messages as one, with its results (empty for the rest)."""
+    while i < len(messages):
+        message = messages[i]
+        results: list[ToolResultBlock] = []
+        if message.role == "tool":
+            results, i = tool_results(messages, i)
+        else:
+            i += 1
+        if message.role != "system":
+            yield message, results
+
+
+class _DeepSeekTemplate(FamilyTemplate):
+    """What the DeepSeek templates share: turns end with ``EOS``, and the generation prompt is
+    written by the message loop (it depends on the last message)."""
+
+    __slots__ = ()
+
+    @property
+    def assistant_end(self) -> str:
+        return EOS
+
+
 def _flag(value: object) -> str:
     return "true" if isinstance(value, str) else "false"
 
@@ -133,7 +175,7 @@ def dsml_calls(block: str, calls: Sequence[ToolCallBlock]) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class DeepSeekDsmlTemplate:
+class DeepSeekDsmlTemplate(_DeepSeekTemplate):
     """DeepSeek-V3.2 (``version="v3.2"``) and DeepSeek-V4 (``version="v4"``).
 
     Layout (both): ``BOS`` + system text + ``\\n\\n`` + tools section, then per turn
@@ -165,29 +207,14 @@ class DeepSeekDsmlTemplate:
         template = _V32_TOOLS if self.version == "v3.2" else _V4_TOOLS
         return template.replace("{schemas}", schemas)
 
-    def render(
-        self,
-        transcript: Transcript,
-        tools: Sequence[ToolSpec],
-        *,
-        add_generation_prompt: bool = True,
-    ) -> str:
-        messages = transcript.messages
+    def _head(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> tuple[list[str], int]:
         system, start = split_system(messages)
         out = [BOS, system or ""]
         if tools:
             out.append("\n\n" + self.tools_section(tools))
-        self._messages(messages, start, out, add_generation_prompt)
-        return "".join(out)
-
-    @property
-    def assistant_end(self) -> str:
-        return EOS
-
-    def render_continuation(self, transcript: Transcript, start: int) -> str:
-        out: list[str] = []
-        self._messages(transcript.messages, start, out, True)
-        return "".join(out)
+        return out, start
 
     def _opener(self, following: Message | None) -> str:
         """``<think>`` or ``</think>``: what the prompt writes before the next assistant turn."""
@@ -197,7 +224,14 @@ class DeepSeekDsmlTemplate:
             return END_THINK
         return THINK if self.thinking and opens_with_reasoning(following) else END_THINK
 
-    def _messages(self, messages: Sequence[Message], i: int, out: list[str], gen: bool) -> None:
+    def _messages(
+        self,
+        messages: Sequence[Message],
+        i: int,
+        out: list[str],
+        tools: Sequence[ToolSpec],
+        gen: bool,
+    ) -> None:
         n = len(messages)
         while i < n:
             message = messages[i]
@@ -210,14 +244,7 @@ class DeepSeekDsmlTemplate:
                     and i > 0
                     and messages[i - 1].role != "assistant"
                 )
-                body = canonical_assistant(
-                    message,
-                    reasoning=_reasoning,
-                    text=_text,
-                    calls=lambda calls, parts: dsml_calls(self._block, calls),
-                    opened=opened,
-                )
-                out.append(body + EOS)
+                out.append(_assistant(message, partial(dsml_calls, self._block), opened))
                 i += 1
                 continue
             if self.version == "v3.2":
@@ -286,7 +313,7 @@ def _v31_tools(tools: Sequence[ToolSpec]) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class DeepSeekV31Template:
+class DeepSeekV31Template(_DeepSeekTemplate):
     """DeepSeek-V3.1 (and V3.1-Terminus): ``<｜User｜>...<｜Assistant｜>`` + ``<think>`` or
     ``</think>``, calls ``<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>NAME<｜tool▁sep｜>{json}
     <｜tool▁call▁end｜><｜tool▁calls▁end｜>`` after the content, results
@@ -297,45 +324,30 @@ class DeepSeekV31Template:
 
     thinking: bool = True
 
-    def render(
-        self,
-        transcript: Transcript,
-        tools: Sequence[ToolSpec],
-        *,
-        add_generation_prompt: bool = True,
-    ) -> str:
-        messages = transcript.messages
+    def _head(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> tuple[list[str], int]:
         systems = [m.text for m in messages if m.role == "system"]
         system = "\n\n".join(systems)
         if tools:
             system = f"{system}\n\n{_v31_tools(tools)}" if system else _v31_tools(tools)
-        out = [BOS, system]
-        self._messages(messages, 0, out, add_generation_prompt)
-        return "".join(out)
+        return [BOS, system], 0
 
-    @property
-    def assistant_end(self) -> str:
-        return EOS
-
-    def render_continuation(self, transcript: Transcript, start: int) -> str:
-        out: list[str] = []
-        self._messages(transcript.messages, start, out, True)
-        return "".join(out)
-
-    def _messages(self, messages: Sequence[Message], i: int, out: list[str], gen: bool) -> None:
+    def _messages(
+        self,
+        messages: Sequence[Message],
+        i: int,
+        out: list[str],
+        tools: Sequence[ToolSpec],
+        gen: bool,
+    ) -> None:
         syntax = get_tool_syntax("deepseek_v31")
-        n = len(messages)
         after_user = False
-        while i < n:
-            message = messages[i]
-            if message.role == "system":
-                i += 1
-            elif message.role == "user":
+        for message, results in _turns(messages, i):
+            if message.role == "user":
                 out.append(f"{USER}{message.text}")
                 after_user = True
-                i += 1
             elif message.role == "tool":
-                results, i = tool_results(messages, i)
                 out.extend(
                     f"<｜tool▁output▁begin｜>{r.content}<｜tool▁output▁end｜>" for r in results
                 )
@@ -345,16 +357,8 @@ class DeepSeekV31Template:
                 if after_user:
                     opened = self.thinking and opens_with_reasoning(message)
                     out.append(ASSISTANT + (THINK if opened else END_THINK))
-                body = canonical_assistant(
-                    message,
-                    reasoning=_reasoning,
-                    text=_text,
-                    calls=lambda calls, parts: syntax.render(calls),
-                    opened=opened,
-                )
-                out.append(body + EOS)
+                out.append(_assistant(message, syntax.render, opened))
                 after_user = False
-                i += 1
         if gen and after_user:
             out.append(ASSISTANT + (THINK if self.thinking else END_THINK))
 
@@ -370,7 +374,7 @@ _R1_TOOLS = (
 
 
 @dataclass(frozen=True, slots=True)
-class DeepSeekR1Template:
+class DeepSeekR1Template(_DeepSeekTemplate):
     """DeepSeek-R1 (and R1-0528): ``<｜User｜>...<｜Assistant｜><think>\\n`` as the generation
     prompt; assistant turns ``<｜Assistant｜>content<｜end▁of▁sentence｜>``; V3-style calls
     (``function<｜tool▁sep｜>NAME\\n```json ... ```\\n``); results
@@ -383,45 +387,30 @@ class DeepSeekR1Template:
     block is then ``text</think>`` (the raw output, replayed, is exactly that).
     """
 
-    def render(
-        self,
-        transcript: Transcript,
-        tools: Sequence[ToolSpec],
-        *,
-        add_generation_prompt: bool = True,
-    ) -> str:
-        messages = transcript.messages
+    def _head(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> tuple[list[str], int]:
         system = "\n\n".join(m.text for m in messages if m.role == "system")
         if tools:
             section = _R1_TOOLS + "".join(f"\n```json\n{to_json(spec)}\n```\n" for spec in tools)
             system = f"{system}\n\n{section}"
-        out = [BOS, system]
-        self._messages(messages, 0, out, add_generation_prompt)
-        return "".join(out)
+        return [BOS, system], 0
 
-    @property
-    def assistant_end(self) -> str:
-        return EOS
-
-    def render_continuation(self, transcript: Transcript, start: int) -> str:
-        out: list[str] = []
-        self._messages(transcript.messages, start, out, True)
-        return "".join(out)
-
-    def _messages(self, messages: Sequence[Message], i: int, out: list[str], gen: bool) -> None:
+    def _messages(
+        self,
+        messages: Sequence[Message],
+        i: int,
+        out: list[str],
+        tools: Sequence[ToolSpec],
+        gen: bool,
+    ) -> None:
         syntax = get_tool_syntax("deepseek_v3")
-        n = len(messages)
         after_tool = False
-        while i < n:
-            message = messages[i]
-            if message.role == "system":
-                i += 1
-            elif message.role == "user":
+        for message, results in _turns(messages, i):
+            if message.role == "user":
                 out.append(f"{USER}{message.text}")
                 after_tool = False
-                i += 1
             elif message.role == "tool":
-                results, i = tool_results(messages, i)
                 outputs = "\n".join(
                     f"<｜tool▁output▁begin｜>{r.content}<｜tool▁output▁end｜>" for r in results
                 )
@@ -431,15 +420,7 @@ class DeepSeekR1Template:
                 opened = opens_with_reasoning(message)
                 if not after_tool:
                     out.append(ASSISTANT + (f"{THINK}\n" if opened else ""))
-                body = canonical_assistant(
-                    message,
-                    reasoning=_reasoning,
-                    text=_text,
-                    calls=lambda calls, parts: syntax.render(calls),
-                    opened=opened and not after_tool,
-                )
-                out.append(body + EOS)
+                out.append(_assistant(message, syntax.render, opened and not after_tool))
                 after_tool = False
-                i += 1
-        if gen and not after_tool and n and messages[-1].role != "assistant":
+        if gen and not after_tool and messages and messages[-1].role != "assistant":
             out.append(f"{ASSISTANT}{THINK}\n")

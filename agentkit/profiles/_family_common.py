@@ -11,6 +11,7 @@ reasoning blocks before rendering.
 from __future__ import annotations
 
 import json
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -21,10 +22,12 @@ from agentkit.transcript import (
     TextBlock,
     ToolCallBlock,
     ToolResultBlock,
+    Transcript,
 )
 
 __all__ = [
     "CallsRenderer",
+    "FamilyTemplate",
     "canonical_assistant",
     "function_of",
     "opens_with_reasoning",
@@ -125,3 +128,64 @@ def canonical_assistant(
     if pending:
         parts.append(calls(pending, parts))
     return "".join(parts)
+
+
+class FamilyTemplate(ABC):
+    """The outline every family template renders by: a head (what precedes the
+    conversation), the messages from an index, then the generation prompt.
+
+    ``render`` writes the head and the messages after the ones it consumed; ``render_continuation``
+    only the messages from ``start``, so a prompt built up to the end of an assistant message
+    grows by the cost of the new messages. Subclasses are frozen dataclasses and say
+    ``assistant_end`` themselves.
+    """
+
+    __slots__ = ()
+
+    @abstractmethod
+    def _head(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> tuple[list[str], int]:
+        """The parts before the conversation, and the index of the first message they leave."""
+
+    @abstractmethod
+    def _messages(
+        self,
+        messages: Sequence[Message],
+        i: int,
+        out: list[str],
+        tools: Sequence[ToolSpec],
+        gen: bool,
+    ) -> None:
+        """Append ``messages[i:]`` to ``out``. ``tools`` is empty for a continuation; ``gen``
+        says whether a generation prompt follows (for families that write it in the loop)."""
+
+    def _generation_prompt(self) -> str:
+        """What ends the prompt when the model is to answer (after the messages)."""
+        return ""
+
+    def render(
+        self,
+        transcript: Transcript,
+        tools: Sequence[ToolSpec],
+        *,
+        add_generation_prompt: bool = True,
+    ) -> str:
+        out, start = self._head(transcript.messages, tools)
+        self._messages(transcript.messages, start, out, tools, add_generation_prompt)
+        if add_generation_prompt:
+            out.append(self._generation_prompt())
+        return "".join(out)
+
+    def render_continuation(self, transcript: Transcript, start: int) -> str:
+        """The text of ``transcript.messages[start:]`` and the generation prompt, for a prompt
+        whose earlier part (up to the end of an assistant message) is already built.
+
+        ``render(t) == render(t_prefix) + raw + assistant_end + render_continuation(t, n)``
+        whenever message ``n - 1`` is an assistant message generated here; the cost is
+        proportional to the new messages, not to the history.
+        """
+        out: list[str] = []
+        self._messages(transcript.messages, start, out, (), True)
+        out.append(self._generation_prompt())
+        return "".join(out)

@@ -25,13 +25,14 @@ from typing import Literal
 
 from agentkit.parsing import get_tool_syntax
 from agentkit.profiles._family_common import (
+    FamilyTemplate,
     canonical_assistant,
     opens_with_reasoning,
     to_json,
     tool_results,
 )
 from agentkit.profiles._profile import ToolSpec
-from agentkit.transcript import Message, ReasoningBlock, ToolCallBlock, Transcript
+from agentkit.transcript import Message, ReasoningBlock, ToolCallBlock
 
 __all__ = ["GLM_STOPS", "GlmTemplate"]
 
@@ -56,7 +57,7 @@ _TOOLS_TAIL_47 = (
 
 
 @dataclass(frozen=True, slots=True)
-class GlmTemplate:
+class GlmTemplate(FamilyTemplate):
     """GLM-4.5/4.6 (``version="4.5"``) or GLM-4.7 (``version="4.7"``).
 
     With ``thinking=False``, GLM-4.5 user turns end with ``/nothink`` and the generation prompt
@@ -75,37 +76,31 @@ class GlmTemplate:
         tail = _TOOLS_TAIL_45 if self.version == "4.5" else _TOOLS_TAIL_47
         return f"{_TOOLS_HEAD}{lines}{tail}"
 
-    def render(
-        self,
-        transcript: Transcript,
-        tools: Sequence[ToolSpec],
-        *,
-        add_generation_prompt: bool = True,
-    ) -> str:
+    def _head(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> tuple[list[str], int]:
         out = ["[gMASK]<sop>"]
         if tools:
             out.append(self.tools_section(tools))
-        self._messages(transcript.messages, 0, out)
-        if add_generation_prompt:
-            out.append(self._generation_prompt())
-        return "".join(out)
+        return out, 0
 
     @property
     def assistant_end(self) -> str:
         return ""
-
-    def render_continuation(self, transcript: Transcript, start: int) -> str:
-        out: list[str] = []
-        self._messages(transcript.messages, start, out)
-        out.append(self._generation_prompt())
-        return "".join(out)
 
     def _generation_prompt(self) -> str:
         if self.version == "4.5":
             return "<|assistant|>" if self.thinking else "<|assistant|>\n<think></think>"
         return "<|assistant|>" + ("<think>" if self.thinking else "</think>")
 
-    def _messages(self, messages: Sequence[Message], i: int, out: list[str]) -> None:
+    def _messages(
+        self,
+        messages: Sequence[Message],
+        i: int,
+        out: list[str],
+        tools: Sequence[ToolSpec],
+        gen: bool,
+    ) -> None:
         nl = self._nl
         while i < len(messages):
             message = messages[i]

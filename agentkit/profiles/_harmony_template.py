@@ -35,9 +35,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentkit.parsing import harmony
-from agentkit.profiles._family_common import function_of, split_system
+from agentkit.profiles._family_common import FamilyTemplate, function_of, split_system
 from agentkit.profiles._profile import ToolSpec
-from agentkit.transcript import Message, ToolResultBlock, Transcript
+from agentkit.transcript import Message, ToolResultBlock
 
 __all__ = ["HARMONY_STOPS", "HarmonyTemplate", "typescript_namespace"]
 
@@ -108,20 +108,16 @@ def typescript_namespace(tools: Sequence[ToolSpec]) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class HarmonyTemplate:
+class HarmonyTemplate(FamilyTemplate):
     """gpt-oss (20b, 120b)."""
 
     reasoning_effort: str = "medium"
     date: str = "2025-08-05"
 
-    def render(
-        self,
-        transcript: Transcript,
-        tools: Sequence[ToolSpec],
-        *,
-        add_generation_prompt: bool = True,
-    ) -> str:
-        system, start = split_system(transcript.messages)
+    def _head(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> tuple[list[str], int]:
+        system, start = split_system(messages)
         header = (
             "You are ChatGPT, a large language model trained by OpenAI.\n"
             f"Knowledge cutoff: 2024-06\nCurrent date: {self.date}\n\n"
@@ -137,10 +133,7 @@ class HarmonyTemplate:
             if tools:
                 developer += f"# Tools\n\n## functions\n\n{typescript_namespace(tools)}"
             out.append(f"{_START}developer<|message|>{developer}{_END}")
-        self._messages(transcript.messages, start, out)
-        if add_generation_prompt:
-            out.append(f"{_START}assistant")
-        return "".join(out)
+        return out, start
 
     @property
     def assistant_end(self) -> str:
@@ -157,13 +150,17 @@ class HarmonyTemplate:
             return ""
         return _CALL if message.tool_calls else _END
 
-    def render_continuation(self, transcript: Transcript, start: int) -> str:
-        out: list[str] = []
-        self._messages(transcript.messages, start, out)
-        out.append(f"{_START}assistant")
-        return "".join(out)
+    def _generation_prompt(self) -> str:
+        return f"{_START}assistant"
 
-    def _messages(self, messages: Sequence[Message], i: int, out: list[str]) -> None:
+    def _messages(
+        self,
+        messages: Sequence[Message],
+        i: int,
+        out: list[str],
+        tools: Sequence[ToolSpec],
+        gen: bool,
+    ) -> None:
         for message in messages[i:]:
             if message.role == "assistant":
                 raw = message.raw

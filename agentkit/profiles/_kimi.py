@@ -21,13 +21,14 @@ from dataclasses import dataclass
 
 from agentkit.parsing import get_tool_syntax
 from agentkit.profiles._family_common import (
+    FamilyTemplate,
     canonical_assistant,
     preceding_calls,
     split_system,
     to_json,
 )
 from agentkit.profiles._profile import ToolSpec
-from agentkit.transcript import Message, ToolCallBlock, ToolResultBlock, Transcript
+from agentkit.transcript import Message, ToolCallBlock, ToolResultBlock
 
 __all__ = ["IM_END", "KimiK2Template"]
 
@@ -54,7 +55,7 @@ def kimi_ids(calls: Sequence[ToolCallBlock]) -> dict[str, str]:
 
 
 @dataclass(frozen=True, slots=True)
-class KimiK2Template:
+class KimiK2Template(FamilyTemplate):
     """Kimi K2. With ``thinking`` (K2-Thinking) a turn without reasoning is written with an
     empty ``<think></think>``, as the template writes history turns; without it (K2-Instruct)
     reasoning blocks, if any, still go in ``<think>...</think>``.
@@ -65,35 +66,32 @@ class KimiK2Template:
 
     thinking: bool = True
 
-    def render(
-        self,
-        transcript: Transcript,
-        tools: Sequence[ToolSpec],
-        *,
-        add_generation_prompt: bool = True,
-    ) -> str:
+    def _head(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> tuple[list[str], int]:
         out: list[str] = []
         if tools:
             out.append(f"{_SYSTEM}tool_declare{_MIDDLE}{to_json(list(tools))}{IM_END}")
-        system, _ = split_system(transcript.messages)
+        system, _ = split_system(messages)
         if system is None:
             out.append(f"{_SYSTEM}system{_MIDDLE}{DEFAULT_SYSTEM}{IM_END}")
-        self._messages(transcript.messages, 0, out)
-        if add_generation_prompt:
-            out.append(f"{_ASSISTANT}assistant{_MIDDLE}")
-        return "".join(out)
+        return out, 0
 
     @property
     def assistant_end(self) -> str:
         return IM_END
 
-    def render_continuation(self, transcript: Transcript, start: int) -> str:
-        out: list[str] = []
-        self._messages(transcript.messages, start, out)
-        out.append(f"{_ASSISTANT}assistant{_MIDDLE}")
-        return "".join(out)
+    def _generation_prompt(self) -> str:
+        return f"{_ASSISTANT}assistant{_MIDDLE}"
 
-    def _messages(self, messages: Sequence[Message], i: int, out: list[str]) -> None:
+    def _messages(
+        self,
+        messages: Sequence[Message],
+        i: int,
+        out: list[str],
+        tools: Sequence[ToolSpec],
+        gen: bool,
+    ) -> None:
         for index in range(i, len(messages)):
             message = messages[index]
             if message.role == "assistant":

@@ -14,9 +14,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agentkit.parsing import get_tool_syntax
-from agentkit.profiles._family_common import canonical_assistant, split_system, to_json
+from agentkit.profiles._family_common import (
+    FamilyTemplate,
+    canonical_assistant,
+    split_system,
+    to_json,
+)
 from agentkit.profiles._profile import ToolSpec
-from agentkit.transcript import Message, ToolResultBlock, Transcript
+from agentkit.transcript import Message, ToolResultBlock
 
 __all__ = ["EOT", "Llama3Template"]
 
@@ -29,20 +34,15 @@ def _header(role: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class Llama3Template:
+class Llama3Template(FamilyTemplate):
     """Llama 3.x Instruct. Reasoning blocks (Llama has none of its own) are kept as
     ``<think>...</think>`` text rather than dropped."""
 
     date: str = "26 Jul 2024"
 
-    def render(
-        self,
-        transcript: Transcript,
-        tools: Sequence[ToolSpec],
-        *,
-        add_generation_prompt: bool = True,
-    ) -> str:
-        messages = transcript.messages
+    def _head(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> tuple[list[str], int]:
         system, start = split_system(messages)
         environment = "Environment: ipython\n" if tools else ""
         out = [
@@ -51,23 +51,22 @@ class Llama3Template:
             f"{environment}Cutting Knowledge Date: December 2023\nToday Date: {self.date}\n\n",
             f"{system or ''}{EOT}",
         ]
-        self._messages(messages, start, out, tools)
-        if add_generation_prompt:
-            out.append(_header("assistant"))
-        return "".join(out)
+        return out, start
 
     @property
     def assistant_end(self) -> str:
         return EOT
 
-    def render_continuation(self, transcript: Transcript, start: int) -> str:
-        out: list[str] = []
-        self._messages(transcript.messages, start, out, ())
-        out.append(_header("assistant"))
-        return "".join(out)
+    def _generation_prompt(self) -> str:
+        return _header("assistant")
 
     def _messages(
-        self, messages: Sequence[Message], i: int, out: list[str], tools: Sequence[ToolSpec]
+        self,
+        messages: Sequence[Message],
+        i: int,
+        out: list[str],
+        tools: Sequence[ToolSpec],
+        gen: bool,
     ) -> None:
         first_user = True
         syntax = get_tool_syntax("llama3_json")

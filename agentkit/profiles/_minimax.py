@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from agentkit.parsing import get_tool_syntax
 from agentkit.profiles._family_common import (
+    FamilyTemplate,
     canonical_assistant,
     function_of,
     opens_with_reasoning,
@@ -23,7 +24,7 @@ from agentkit.profiles._family_common import (
     tool_results,
 )
 from agentkit.profiles._profile import ToolSpec
-from agentkit.transcript import Message, ToolCallBlock, Transcript
+from agentkit.transcript import Message, ToolCallBlock
 
 __all__ = ["END", "MiniMaxM2Template"]
 
@@ -47,37 +48,34 @@ def _tools_section(tools: Sequence[ToolSpec]) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class MiniMaxM2Template:
+class MiniMaxM2Template(FamilyTemplate):
     """MiniMax-M2 (and M2.1/M2.5, which keep its format)."""
 
-    def render(
-        self,
-        transcript: Transcript,
-        tools: Sequence[ToolSpec],
-        *,
-        add_generation_prompt: bool = True,
-    ) -> str:
-        system, start = split_system(transcript.messages)
+    def _head(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> tuple[list[str], int]:
+        system, start = split_system(messages)
         out = [f"]~!b[]~b]system\n{system or DEFAULT_SYSTEM}"]
         if tools:
             out.append(_tools_section(tools))
         out.append(f"{END}\n")
-        self._messages(transcript.messages, start, out)
-        if add_generation_prompt:
-            out.append(f"]~b]ai\n{_OPEN}")
-        return "".join(out)
+        return out, start
 
     @property
     def assistant_end(self) -> str:
         return f"{END}\n"
 
-    def render_continuation(self, transcript: Transcript, start: int) -> str:
-        out: list[str] = []
-        self._messages(transcript.messages, start, out)
-        out.append(f"]~b]ai\n{_OPEN}")
-        return "".join(out)
+    def _generation_prompt(self) -> str:
+        return f"]~b]ai\n{_OPEN}"
 
-    def _messages(self, messages: Sequence[Message], i: int, out: list[str]) -> None:
+    def _messages(
+        self,
+        messages: Sequence[Message],
+        i: int,
+        out: list[str],
+        tools: Sequence[ToolSpec],
+        gen: bool,
+    ) -> None:
         while i < len(messages):
             message = messages[i]
             if message.role == "tool":

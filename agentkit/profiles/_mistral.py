@@ -18,9 +18,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agentkit.parsing import get_tool_syntax
-from agentkit.profiles._family_common import canonical_assistant, split_system, to_json
+from agentkit.profiles._family_common import (
+    FamilyTemplate,
+    canonical_assistant,
+    split_system,
+    to_json,
+)
 from agentkit.profiles._profile import ToolSpec
-from agentkit.transcript import Message, ToolResultBlock, Transcript
+from agentkit.transcript import Message, ToolResultBlock
 
 __all__ = ["EOS", "MistralTemplate"]
 
@@ -28,35 +33,32 @@ EOS = "</s>"
 
 
 @dataclass(frozen=True, slots=True)
-class MistralTemplate:
+class MistralTemplate(FamilyTemplate):
     """Mistral with ``[TOOL_CALLS]NAME[ARGS]{json}`` calls (tokenizer v11+)."""
 
-    def render(
-        self,
-        transcript: Transcript,
-        tools: Sequence[ToolSpec],
-        *,
-        add_generation_prompt: bool = True,
-    ) -> str:
-        system, start = split_system(transcript.messages)
+    def _head(
+        self, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> tuple[list[str], int]:
+        system, start = split_system(messages)
         out = ["<s>"]
         if system is not None:
             out.append(f"[SYSTEM_PROMPT]{system}[/SYSTEM_PROMPT]")
         if tools:
             out.append(f"[AVAILABLE_TOOLS]{to_json(list(tools))}[/AVAILABLE_TOOLS]")
-        self._messages(transcript.messages, start, out)
-        return "".join(out)
+        return out, start
 
     @property
     def assistant_end(self) -> str:
         return EOS
 
-    def render_continuation(self, transcript: Transcript, start: int) -> str:
-        out: list[str] = []
-        self._messages(transcript.messages, start, out)
-        return "".join(out)
-
-    def _messages(self, messages: Sequence[Message], i: int, out: list[str]) -> None:
+    def _messages(
+        self,
+        messages: Sequence[Message],
+        i: int,
+        out: list[str],
+        tools: Sequence[ToolSpec],
+        gen: bool,
+    ) -> None:
         syntax = get_tool_syntax("mistral")
         for message in messages[i:]:
             if message.role == "assistant":
