@@ -31,7 +31,7 @@ from agentkit.profiles import (
 )
 from agentkit.transcript import Message, ToolResultBlock, Transcript
 
-__all__ = ["Compaction", "Prompt", "PromptBuilder"]
+__all__ = ["Compaction", "Prompt", "PromptBuilder", "check_replay_policy"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +59,18 @@ class Prompt:
     compaction: Compaction | None = None
 
 
+def check_replay_policy(profile: Profile, policy: ReplayPolicy) -> ReplayPolicy:
+    """``policy`` if ``profile`` can replay with it; ``template_native`` needs the model's own
+    chat template (a :class:`ConfigurationError` otherwise)."""
+    if policy == "template_native" and isinstance(profile.template, IncrementalTemplate):
+        raise ConfigurationError(
+            f"profile {profile.name!r}: the 'template_native' replay policy hands reasoning "
+            "to the model's own chat template; give the profile one "
+            "(template=HFChatTemplate(...)) or choose another policy"
+        )
+    return policy
+
+
 class PromptBuilder:
     """Builds the prompts of one run, turn after turn.
 
@@ -81,13 +93,7 @@ class PromptBuilder:
     ) -> None:
         self._profile = profile
         self._tools = tools
-        self.policy: ReplayPolicy = replay or profile.replay
-        if self.policy == "template_native" and isinstance(profile.template, IncrementalTemplate):
-            raise ConfigurationError(
-                f"profile {profile.name!r}: the 'template_native' replay policy hands reasoning "
-                "to the model's own chat template; give the profile one "
-                "(template=HFChatTemplate(...)) or choose another policy"
-            )
+        self.policy: ReplayPolicy = check_replay_policy(profile, replay or profile.replay)
         self._reserve = reserve_tokens
         encode = getattr(engine, "encode", None)
         self._encode: Callable[[str], list[int]] | None = encode if callable(encode) else None

@@ -21,7 +21,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentkit._logging import get_logger
-from agentkit._prompt import PromptBuilder
+from agentkit._prompt import PromptBuilder, check_replay_policy
 from agentkit._tool_choice import ToolChoice, tool_choice_options, validate_tool_choice
 from agentkit.engine import Engine, GenerationRequest, Usage
 from agentkit.errors import (
@@ -159,8 +159,9 @@ class Agent:
         self._check_tool_choice(tool_choice)
         self.tool_choice = tool_choice
         self.hints = hints or AgentHints()
-        self.replay: ReplayPolicy = validate_replay_policy(replay or self.profile.replay)
-        PromptBuilder(self.profile, engine, [], replay=self.replay)  # fails early if it must
+        self.replay: ReplayPolicy = check_replay_policy(
+            self.profile, validate_replay_policy(replay or self.profile.replay)
+        )
         self.truncation = (
             None
             if truncation is False
