@@ -322,20 +322,10 @@ def _run_command(args: argparse.Namespace) -> int:
 def _remote_engine(urls: str, model: str, api_key: str | None, tokenizer: str | None) -> Engine:
     """A RemoteEngine over comma-separated replica URLs; with a local tokenizer directory, the
     prompts it sends are agentkit's exact token ids."""
+    from agentkit._hf_tokenizer import load_hf_tokenizer
     from agentkit.engine import RemoteEngine
 
-    local = None
-    if tokenizer:
-        try:
-            from transformers import AutoTokenizer
-        except ImportError as error:
-            raise ConfigurationError(
-                "--tokenizer needs transformers (pip install transformers)"
-            ) from error
-        try:
-            local = AutoTokenizer.from_pretrained(tokenizer, local_files_only=True)
-        except Exception as error:  # transformers raises OSError, ValueError, and more
-            raise ConfigurationError(f"cannot load the tokenizer {tokenizer}: {error}") from error
+    local = load_hf_tokenizer(tokenizer, owner="--tokenizer") if tokenizer else None
     return RemoteEngine(
         base_urls=[u.strip() for u in urls.split(",") if u.strip()],
         model=model,

@@ -17,10 +17,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import agentkit
+from agentkit._hf_tokenizer import load_hf_tokenizer
 from agentkit.agent import Agent
 from agentkit.engine import GenerationChunk, GenerationRequest, Usage
 from agentkit.engine._char_tokenizer import CharTokenizer
-from agentkit.errors import ConfigurationError
 from agentkit.events import TurnComplete
 from agentkit.parsing import get_reasoning_syntax, get_tool_syntax, render_blocks
 from agentkit.profiles import Profile, ReplayPolicy, get_profile
@@ -264,20 +264,7 @@ def load_tokenizer(
     directory with ``tokenizer.json``/``tokenizer_config.json``, or a hub id that is cached),
     for :func:`check_replay`; a :class:`ConfigurationError` naming the file and the profile
     when it cannot be loaded."""
-    name = get_profile(profile).name
-    try:
-        from transformers import AutoTokenizer
-    except ImportError as error:
-        raise ConfigurationError(
-            f"profile {name!r}: loading the tokenizer {source} needs transformers "
-            "(pip install 'agentkit[cpu]' or transformers)"
-        ) from error
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True)
-    except Exception as error:  # transformers raises OSError, ValueError, and more
-        raise ConfigurationError(
-            f"profile {name!r}: cannot load the tokenizer from {source}: {error}"
-        ) from error
+    tokenizer = load_hf_tokenizer(source, owner=f"profile {get_profile(profile).name!r}")
 
     def encode(text: str) -> list[int]:
         return list(tokenizer.encode(text, add_special_tokens=False))
