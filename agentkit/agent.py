@@ -7,7 +7,6 @@ have all finished, and the next turn begins.
 
 from __future__ import annotations
 
-import math
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
@@ -17,9 +16,9 @@ from typing import Any, Literal
 
 import anyio
 from anyio.abc import TaskGroup
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentkit._channel import EventChannel
 from agentkit._logging import get_logger
 from agentkit._prompt import PromptBuilder, check_replay_policy
 from agentkit._tool_choice import ToolChoice, tool_choice_options, validate_tool_choice
@@ -211,10 +210,8 @@ class Agent:
         hints: AgentHints | None = None,
     ) -> RunResult:
         """Run the agent to completion and return its result (see :meth:`stream`)."""
-        async with self.stream(prompt, tool_choice=tool_choice, hints=hints) as events:
-            async for _ in events:
-                pass
-        return events.result
+        stream = self.stream(prompt, tool_choice=tool_choice, hints=hints)
+        return await stream._run_unobserved()
 
     async def side_query(
         self,
@@ -296,7 +293,7 @@ class AgentStream:
         self._result: RunResult | None = None
         self._error: AgentkitError | None = None
         self._task_group: TaskGroup | None = None
-        self._receive: MemoryObjectReceiveStream[AgentEvent] | None = None
+        self._channel: EventChannel[AgentEvent] | None = None
         self._done = False
         self._prompts = PromptBuilder(
             agent.profile,
@@ -316,11 +313,10 @@ class AgentStream:
         return self._result
 
     async def __aenter__(self) -> AgentStream:
-        send, receive = anyio.create_memory_object_stream[AgentEvent](math.inf)
-        self._receive = receive
+        self._channel = channel = EventChannel[AgentEvent]()
         self._task_group = anyio.create_task_group()
         await self._task_group.__aenter__()
-        self._task_group.start_soon(self._produce, send)
+        self._task_group.start_soon(self._produce, channel)
         return self
 
     async def __aexit__(
@@ -330,7 +326,7 @@ class AgentStream:
         tb: TracebackType | None,
     ) -> bool | None:
         assert self._task_group is not None
-        assert self._receive is not None
+        assert self._channel is not None
         if not self._done:
             self._task_group.cancel_scope.cancel()
         try:
@@ -342,7 +338,7 @@ class AgentStream:
                 return None
             return await self._task_group.__aexit__(exc_type, exc, tb)
         finally:
-            self._receive.close()
+            self._channel.discard()
 
     def __aiter__(self) -> AsyncIterator[AgentEvent]:
         if self._task_group is None:
@@ -355,23 +351,39 @@ class AgentStream:
                 yield event
 
     async def _events(self) -> AsyncIterator[AgentEvent]:
-        assert self._receive is not None
-        async for event in self._receive:
+        channel = self._channel
+        assert channel is not None
+        while True:
+            try:
+                event = await channel.receive()
+            except anyio.EndOfStream:
+                break
             yield event
         self._done = True
         if self._error is not None:
             raise self._error
 
-    async def _produce(self, send: MemoryObjectSendStream[AgentEvent]) -> None:
-        async with send:
-            try:
-                self._result = await self._loop(send)
-            except AgentkitError as error:
-                if isinstance(error, RunError) and error.transcript is None:
-                    error.transcript = self.transcript
-                self._error = error
+    async def _run_unobserved(self) -> RunResult:
+        """The whole run in the caller's task, its events dropped: what :meth:`Agent.run`
+        does. With no consumer there is no producer task either, so a token costs no task
+        switch beyond the engine's own."""
+        channel = EventChannel[AgentEvent]()
+        channel.discard()
+        await self._produce(channel)
+        self._done = True
+        return self.result
 
-    async def _loop(self, send: MemoryObjectSendStream[AgentEvent]) -> RunResult:
+    async def _produce(self, send: EventChannel[AgentEvent]) -> None:
+        try:
+            self._result = await self._loop(send)
+        except AgentkitError as error:
+            if isinstance(error, RunError) and error.transcript is None:
+                error.transcript = self.transcript
+            self._error = error
+        finally:
+            send.close()
+
+    async def _loop(self, send: EventChannel[AgentEvent]) -> RunResult:
         agent = self._agent
         schemas = agent.registry.schemas()
         for turn in range(1, agent.max_turns + 1):
@@ -392,7 +404,7 @@ class AgentStream:
     async def _turn(
         self,
         turn: int,
-        send: MemoryObjectSendStream[AgentEvent],
+        send: EventChannel[AgentEvent],
         schemas: dict[str, dict[str, Any]],
     ) -> Message:
         """One model request and its tools. Returns the assistant message it produced."""
@@ -437,7 +449,7 @@ class AgentStream:
         async with agent.dispatcher.turn(on_result=send.send) as tools:
 
             def publish(events: list[ParseEvent]) -> None:
-                # The stream is unbounded: sending never blocks, and not yielding to the event
+                # The channel is unbounded: sending never blocks, and not yielding to the event
                 # loop once per event keeps the per-token cost down (the engine's stream yields).
                 for event in events:
                     if isinstance(event, ToolCallComplete):

@@ -21,6 +21,7 @@ import os
 import re
 import statistics
 import sys
+import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +35,7 @@ from _engine_server import (
     child_processes,
     vllm_server,
 )
+from _engine_timing import bootstrap_interval, engine_request_stats, pinned
 
 __all__ = [
     "SessionResult",
@@ -120,10 +122,21 @@ class Run:
     """CPU seconds of the engine-core process."""
     output_tokens: int
     cached_tokens: int
+    engine: float
+    """The engine's own time, on its clock: from scheduling the request to its last token."""
+    before: float
+    """From the start of the call to the engine scheduling the request: the side's set-up."""
+    after: float
+    """From the engine's last token to the end of the call: delivering it, and wrapping up."""
 
     @property
     def tokens_per_s(self) -> float:
         return self.output_tokens / self.wall
+
+    @property
+    def engine_share(self) -> float:
+        """The engine's own time over the call's wall time."""
+        return self.engine / self.wall
 
 
 @dataclass
@@ -135,6 +148,8 @@ class ThroughputResult:
     same_output: bool
     """Both sides produced the forced text, with the same number of tokens, every run."""
     sampling: dict[str, Any] = field(default_factory=dict)
+    pinning: str | None = None
+    """Where the engine core and this process ran, when they were pinned to CPUs."""
 
     def side(self, name: str) -> list[Run]:
         return [r for r in self.runs if r.side == name]
@@ -162,6 +177,48 @@ class ThroughputResult:
         two sides' medians, because the machine's speed drifts over the run and each pair's
         two runs are back to back (their order alternates)."""
         return statistics.median(self.pair_overheads)
+
+    @property
+    def overhead_interval(self) -> tuple[float, float]:
+        """A 95% bootstrap interval for :attr:`overhead`."""
+        return bootstrap_interval(self.pair_overheads)
+
+    @property
+    def mean_overhead(self) -> float:
+        return statistics.fmean(self.pair_overheads)
+
+    @property
+    def mean_overhead_interval(self) -> tuple[float, float]:
+        """A 95% bootstrap interval for :attr:`mean_overhead`."""
+        return bootstrap_interval(self.pair_overheads, statistics.fmean)
+
+    @property
+    def pair_front_end_overheads(self) -> list[float]:
+        """Per pair, the throughput lost around the engine: 1 - agentkit's engine share of
+        its wall time / the bare loop's. The engine's speed, which swings with the machine,
+        cancels out; what is left is what each side adds to the engine's own time."""
+        agent, bare = self.side("agentkit"), self.side("bare")
+        return [1 - a.engine_share / b.engine_share for a, b in zip(agent, bare, strict=True)]
+
+    @property
+    def front_end_overhead(self) -> float:
+        return statistics.median(self.pair_front_end_overheads)
+
+    @property
+    def pair_engine_slowdowns(self) -> list[float]:
+        """Per pair, 1 - the engine's own tokens/s in agentkit's run / in the bare loop's:
+        the engine running slower while agentkit's run was on (contention), or the machine's
+        speed changing between the two runs (noise)."""
+        agent, bare = self.side("agentkit"), self.side("bare")
+        return [1 - b.engine / a.engine for a, b in zip(agent, bare, strict=True)]
+
+    @property
+    def engine_slowdown(self) -> float:
+        return statistics.median(self.pair_engine_slowdowns)
+
+    def median_ms(self, name: str, what: str) -> float:
+        """Median ``before`` or ``after`` of a side, in milliseconds."""
+        return statistics.median(getattr(r, what) for r in self.side(name)) * 1e3
 
     @property
     def overhead_of_medians(self) -> float:
@@ -218,9 +275,23 @@ async def measure_throughput(
     counter = iter(range(1_000_000))
     core = child_processes()
 
+    def engine_times(started: float, ended: float) -> tuple[float, float, float]:
+        """The run's request on the engine's clock: its own time, the time before the
+        engine scheduled it and the time after its last token (``added``: each request's
+        stats, as the engine adds it; bound below)."""
+        stats = added[-1]
+        if stats.last_token_ts <= 0:
+            raise RuntimeError("vLLM recorded no request stats: is disable_log_stats set?")
+        return (
+            stats.last_token_ts - stats.scheduled_ts,
+            stats.scheduled_ts - started,
+            ended - stats.last_token_ts,
+        )
+
     async def bare() -> tuple[Run, str]:
         parts: list[str] = []
         tokens = cached = 0
+        started = time.monotonic()
         with Watch(core) as watch:
             params = SamplingParams(
                 **sampling,
@@ -236,12 +307,16 @@ async def measure_throughput(
                 parts.append(completion.text)
                 if output.finished:
                     cached = int(output.num_cached_tokens or 0)
-        run = Run("bare", watch.wall, watch.cpu, watch.other_cpu, tokens, cached)
+        ended = time.monotonic()
+        times = engine_times(started, ended)
+        run = Run("bare", watch.wall, watch.cpu, watch.other_cpu, tokens, cached, *times)
         return run, "".join(parts)
 
     async def agentkit_run() -> tuple[Run, str]:
+        started = time.monotonic()
         with Watch(core) as watch:
             result = await agent.run(USER_PROMPT)
+        ended = time.monotonic()
         usage = result.usage.turns[0]
         if usage.prompt_tokens != len(prompt_ids):
             raise RuntimeError(f"agentkit's prompt has {usage.prompt_tokens} tokens")
@@ -253,31 +328,38 @@ async def measure_throughput(
             watch.other_cpu,
             usage.output_tokens,
             usage.cached_prompt_tokens,
+            *engine_times(started, ended),
         )
         return run, raw
 
     sides = {"bare": bare, "agentkit": agentkit_run}
-    log("throughput: warm-up")
-    warm, _ = await bare()
-    await agentkit_run()
     runs: list[Run] = []
     same = True
-    for i in range(repeats):
-        order = ["bare", "agentkit"] if i % 2 == 0 else ["agentkit", "bare"]
-        for name in order:
-            gc.collect()
-            run, out = await sides[name]()
-            same = same and out == text and run.output_tokens == warm.output_tokens
-            runs.append(run)
-        pair = runs[-2:]
-        log(
-            "throughput: "
-            + ", ".join(f"{r.side} {r.tokens_per_s:.1f} tok/s" for r in pair)
-            + f" ({i + 1}/{repeats})"
-        )
+    with engine_request_stats(llm) as added, pinned([p.pid for p in core]) as pinning:
+        log(f"throughput: {pinning or 'not pinned'}; warm-up")
+        warm, _ = await bare()
+        await agentkit_run()
+        for i in range(repeats):
+            order = ["bare", "agentkit"] if i % 2 == 0 else ["agentkit", "bare"]
+            for name in order:
+                gc.collect()
+                count = len(added)
+                run, out = await sides[name]()
+                if len(added) != count + 1:
+                    raise RuntimeError(f"{name} sent {len(added) - count} requests, not one")
+                same = same and out == text and run.output_tokens == warm.output_tokens
+                runs.append(run)
+            pair = runs[-2:]
+            log(
+                "throughput: "
+                + ", ".join(f"{r.side} {r.tokens_per_s:.1f} tok/s" for r in pair)
+                + f" ({i + 1}/{repeats})"
+            )
     shown = {k: v for k, v in sampling.items() if k != "logit_bias"}
     shown["logit_bias"] = f"+100 on {len(extra['logit_bias'])} marker tokens"
-    return ThroughputResult(len(prompt_ids), warm.output_tokens, len(text), runs, same, shown)
+    return ThroughputResult(
+        len(prompt_ids), warm.output_tokens, len(text), runs, same, shown, pinning
+    )
 
 
 # -- (b) a tool-using session, in-process and through `vllm serve` -------------------------

@@ -1,0 +1,74 @@
+"""The queue between an agent run's producer task and the consumer of its events.
+
+One event a token crosses it, so its cost is part of every token's. anyio's memory object
+stream is general (many senders and receivers, back-pressure, cancellation points on every
+call), and its ``receive`` checkpoints even when an item is waiting: one extra pass of the
+event loop per token on top of the consumer's wake-up. This queue is what the run needs and
+no more: unbounded (sending never waits, so the producer never yields per event), one
+consumer, and a receive that returns a waiting item at once and sleeps only on an empty queue.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Generic, TypeVar
+
+import anyio
+
+__all__ = ["EventChannel"]
+
+T = TypeVar("T")
+
+
+class EventChannel(Generic[T]):
+    """An unbounded queue from one producer to one consumer.
+
+    ``send_nowait`` never blocks. After :meth:`close` (the producer is done) the consumer
+    drains what is queued, then :meth:`receive` raises :class:`anyio.EndOfStream`. After
+    :meth:`discard` (the consumer is gone) items sent are dropped: no one can read them.
+    """
+
+    __slots__ = ("_closed", "_discarding", "_items", "_waiter")
+
+    def __init__(self) -> None:
+        self._items: deque[T] = deque()
+        self._waiter: anyio.Event | None = None
+        self._closed = False
+        self._discarding = False
+
+    def send_nowait(self, item: T) -> None:
+        if self._closed:
+            raise anyio.ClosedResourceError("the channel is closed")
+        if self._discarding:
+            return
+        self._items.append(item)
+        self._wake()
+
+    async def send(self, item: T) -> None:
+        """:meth:`send_nowait`, for callers that take an async callback."""
+        self.send_nowait(item)
+
+    def close(self) -> None:
+        """No more items: the consumer ends after the queued ones."""
+        self._closed = True
+        self._wake()
+
+    def discard(self) -> None:
+        """The consumer is gone: drop what is queued and what is sent from now on."""
+        self._discarding = True
+        self._items.clear()
+
+    async def receive(self) -> T:
+        """The next item, waiting for one if none is queued."""
+        while not self._items:
+            if self._closed:
+                raise anyio.EndOfStream
+            if self._waiter is None:
+                self._waiter = anyio.Event()
+            await self._waiter.wait()
+        return self._items.popleft()
+
+    def _wake(self) -> None:
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None:
+            waiter.set()
