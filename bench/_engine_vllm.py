@@ -17,6 +17,7 @@ import contextlib
 import gc
 import importlib
 import json
+import math
 import os
 import re
 import statistics
@@ -165,56 +166,75 @@ class ThroughputResult:
         """Median engine-core CPU milliseconds per output token."""
         return statistics.median(r.engine_cpu / r.output_tokens * 1e3 for r in self.side(name))
 
+    def _pairs(self) -> list[tuple[Run, Run]]:
+        """(agentkit, bare) for each back-to-back pair of runs."""
+        return list(zip(self.side("agentkit"), self.side("bare"), strict=True))
+
     @property
     def pair_overheads(self) -> list[float]:
-        """1 - agentkit's tokens/s / the bare loop's, for each back-to-back pair of runs."""
-        agent, bare = self.side("agentkit"), self.side("bare")
-        return [1 - a.tokens_per_s / b.tokens_per_s for a, b in zip(agent, bare, strict=True)]
+        """1 - agentkit's tokens/s / the bare loop's, for each pair."""
+        return [1 - a.tokens_per_s / b.tokens_per_s for a, b in self._pairs()]
+
+    @property
+    def pair_log_ratios(self) -> list[float]:
+        """ln(agentkit's tokens/s / the bare loop's), for each pair. Log ratios are symmetric
+        (a run 20% slower and one 20% faster do not weigh differently, as 1 - ratio makes
+        them) and add up: this is :attr:`pair_engine_logs` + :attr:`pair_around_logs`."""
+        return [math.log(a.tokens_per_s / b.tokens_per_s) for a, b in self._pairs()]
+
+    @property
+    def pair_engine_logs(self) -> list[float]:
+        """ln(the engine's own tokens/s in agentkit's run / in the bare loop's), per pair: the
+        engine running slower while agentkit's run was on (contention), or the machine's
+        speed changing between the two runs (noise)."""
+        return [math.log(b.engine / a.engine) for a, b in self._pairs()]
+
+    @property
+    def pair_around_logs(self) -> list[float]:
+        """ln(agentkit's engine share of its wall time / the bare loop's), per pair: what each
+        side adds around the engine's own time (set-up before the engine schedules the
+        request, delivery after its last token). The engine's speed cancels out."""
+        return [math.log(a.engine_share / b.engine_share) for a, b in self._pairs()]
 
     @property
     def overhead(self) -> float:
-        """The median of :attr:`pair_overheads`: the share of throughput lost. Pairs, not the
-        two sides' medians, because the machine's speed drifts over the run and each pair's
-        two runs are back to back (their order alternates)."""
-        return statistics.median(self.pair_overheads)
+        """The share of throughput lost: 1 - the geometric mean of the pairs' tokens/s
+        ratios. Pairs, not the two sides' medians, because the machine's speed drifts over
+        the run and each pair's two runs are back to back (their order alternates)."""
+        return _lost(self.pair_log_ratios)
 
     @property
     def overhead_interval(self) -> tuple[float, float]:
         """A 95% bootstrap interval for :attr:`overhead`."""
+        return _lost_interval(self.pair_log_ratios)
+
+    @property
+    def median_overhead(self) -> float:
+        """The median of :attr:`pair_overheads`."""
+        return statistics.median(self.pair_overheads)
+
+    @property
+    def median_overhead_interval(self) -> tuple[float, float]:
         return bootstrap_interval(self.pair_overheads)
 
     @property
-    def mean_overhead(self) -> float:
-        return statistics.fmean(self.pair_overheads)
-
-    @property
-    def mean_overhead_interval(self) -> tuple[float, float]:
-        """A 95% bootstrap interval for :attr:`mean_overhead`."""
-        return bootstrap_interval(self.pair_overheads, statistics.fmean)
-
-    @property
-    def pair_front_end_overheads(self) -> list[float]:
-        """Per pair, the throughput lost around the engine: 1 - agentkit's engine share of
-        its wall time / the bare loop's. The engine's speed, which swings with the machine,
-        cancels out; what is left is what each side adds to the engine's own time."""
-        agent, bare = self.side("agentkit"), self.side("bare")
-        return [1 - a.engine_share / b.engine_share for a, b in zip(agent, bare, strict=True)]
-
-    @property
-    def front_end_overhead(self) -> float:
-        return statistics.median(self.pair_front_end_overheads)
-
-    @property
-    def pair_engine_slowdowns(self) -> list[float]:
-        """Per pair, 1 - the engine's own tokens/s in agentkit's run / in the bare loop's:
-        the engine running slower while agentkit's run was on (contention), or the machine's
-        speed changing between the two runs (noise)."""
-        agent, bare = self.side("agentkit"), self.side("bare")
-        return [1 - b.engine / a.engine for a, b in zip(agent, bare, strict=True)]
-
-    @property
     def engine_slowdown(self) -> float:
-        return statistics.median(self.pair_engine_slowdowns)
+        """The engine's own share of :attr:`overhead`: ``1 - overhead`` is ``(1 -
+        engine_slowdown) * (1 - around_overhead)``, exactly."""
+        return _lost(self.pair_engine_logs)
+
+    @property
+    def engine_slowdown_interval(self) -> tuple[float, float]:
+        return _lost_interval(self.pair_engine_logs)
+
+    @property
+    def around_overhead(self) -> float:
+        """The share of :attr:`overhead` spent around the engine's own time."""
+        return _lost(self.pair_around_logs)
+
+    @property
+    def around_overhead_interval(self) -> tuple[float, float]:
+        return _lost_interval(self.pair_around_logs)
 
     def median_ms(self, name: str, what: str) -> float:
         """Median ``before`` or ``after`` of a side, in milliseconds."""
@@ -231,6 +251,17 @@ class ThroughputResult:
         share of throughput it would cost if the front end and the engine shared one core."""
         extra = self.cpu_ms_per_token("agentkit") - self.cpu_ms_per_token("bare")
         return extra / (1e3 / self.median_tokens_per_s("bare"))
+
+
+def _lost(logs: Sequence[float]) -> float:
+    """1 - the geometric mean of ratios given as logs: the share lost."""
+    return 1 - math.exp(statistics.fmean(logs))
+
+
+def _lost_interval(logs: Sequence[float]) -> tuple[float, float]:
+    """A 95% bootstrap interval for :func:`_lost` (low, high)."""
+    low, high = bootstrap_interval(logs, statistics.fmean)
+    return 1 - math.exp(high), 1 - math.exp(low)
 
 
 async def measure_throughput(

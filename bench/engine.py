@@ -38,7 +38,6 @@ from typing import Any
 from _common import Timing, machine_info
 from _engine_prompt import PromptRow, measure_prompts
 from _engine_server import ENGINE_ARGS, VLLM_ENV
-from _engine_timing import bootstrap_interval
 from _engine_vllm import (
     SessionResult,
     ThroughputResult,
@@ -129,7 +128,7 @@ def _spread(values: Sequence[float], spec: str) -> str:
 
 
 def throughput_verdict(t: ThroughputResult) -> bool | None:
-    """Met when the whole 95% interval of the median pair overhead is under the target,
+    """Met when the whole 95% interval of the overhead is under the target,
     missed when it is all at or over it (or the two sides' outputs differed), ``None`` when
     the interval straddles the target: the run's noise cannot tell."""
     if not t.same_output:
@@ -174,37 +173,30 @@ def render_throughput(t: ThroughputResult) -> list[str]:
     q1, _, q3 = statistics.quantiles(pair_overheads, n=4) if len(pair_overheads) > 1 else [0.0] * 3
     extra_cpu = t.cpu_ms_per_token("agentkit") - t.cpu_ms_per_token("bare")
     verdict = _mark(throughput_verdict(t), "**undecided** (the interval straddles it)")
-    front = t.pair_front_end_overheads
-    engine = t.pair_engine_slowdowns
     lines += [
         "",
-        f"Overhead, 1 - agentkit/bare tok/s, median of the {len(pair_overheads)} pairs: "
-        f"**{_pct(t.overhead)}**, 95% interval {_interval(t.overhead_interval)} "
-        f"(target < {OVERHEAD_TARGET * 100:.0f}%: {verdict}); mean {_pct(t.mean_overhead)} "
-        f"({_interval(t.mean_overhead_interval)}); quartiles {_pct(q1)} and {_pct(q3)}; of the "
-        f"two medians: {_pct(t.overhead_of_medians)}. Same output on both sides every run: "
-        f"{'yes' if t.same_output else '**no**'}.",
+        f"Overhead, 1 - agentkit/bare tok/s, from the geometric mean of the "
+        f"{len(pair_overheads)} pairs' ratios: **{_pct(t.overhead)}**, 95% interval "
+        f"{_interval(t.overhead_interval)} (target < {OVERHEAD_TARGET * 100:.0f}%: {verdict}). "
+        f"Median of the pairs {_pct(t.median_overhead)} "
+        f"({_interval(t.median_overhead_interval)}); quartiles {_pct(q1)} and {_pct(q3)}; of "
+        f"the two medians: {_pct(t.overhead_of_medians)}. Same output on both sides every "
+        f"run: {'yes' if t.same_output else '**no**'}.",
         "",
-        "The same pairs split on the engine's clock (scheduled to last token):",
+        "The same pairs split on the engine's clock (vLLM's request stats: scheduled, last "
+        "token); the two parts multiply to the overhead:",
         "",
-        "| | bare | `Agent` |",
-        "|---|---:|---:|",
-        *(
-            f"| {label}, median ms | {t.median_ms('bare', what):.2f} "
-            f"| {t.median_ms('agentkit', what):.2f} |"
-            for label, what in (
-                ("before the engine schedules the request", "before"),
-                ("after its last token", "after"),
-            )
-        ),
-        "",
-        f"- around the engine (1 - agentkit's engine share of its wall time / the bare "
-        f"loop's), median of the pairs: {_pct(t.front_end_overhead)} "
-        f"({_interval(bootstrap_interval(front))}); quartiles "
-        f"{_pct(statistics.quantiles(front, n=4)[0]) if len(front) > 1 else 'n/a'} and "
-        f"{_pct(statistics.quantiles(front, n=4)[2]) if len(front) > 1 else 'n/a'};",
-        f"- the engine's own speed (1 - the bare run's engine time / agentkit's), median of "
-        f"the pairs: {_pct(t.engine_slowdown)} ({_interval(bootstrap_interval(engine))}).",
+        "| | bare | `Agent` | lost by `Agent` (95% interval) |",
+        "|---|---:|---:|---:|",
+        f"| the engine's own time (scheduled to last token), median s "
+        f"| {statistics.median(r.engine for r in t.side('bare')):.3f} "
+        f"| {statistics.median(r.engine for r in t.side('agentkit')):.3f} "
+        f"| {_pct(t.engine_slowdown)} ({_interval(t.engine_slowdown_interval)}) |",
+        f"| around it: before the engine schedules the request, median ms "
+        f"| {t.median_ms('bare', 'before'):.2f} | {t.median_ms('agentkit', 'before'):.2f} "
+        f"| {_pct(t.around_overhead)} ({_interval(t.around_overhead_interval)}) |",
+        f"| around it: after its last token, median ms | {t.median_ms('bare', 'after'):.2f} "
+        f"| {t.median_ms('agentkit', 'after'):.2f} | (with the row above) |",
         "",
         f"agentkit adds {extra_cpu:.3f} ms of front-end CPU per token, "
         f"{t.cpu_overhead * 100:.1f}% of the bare loop's time per token. "
@@ -297,12 +289,13 @@ def to_json(results: Results, settings: Settings, info: dict[str, Any]) -> dict[
             },
             "overhead": t.overhead,
             "overhead_interval": t.overhead_interval,
-            "mean_overhead": t.mean_overhead,
-            "mean_overhead_interval": t.mean_overhead_interval,
-            "front_end_overhead": t.front_end_overhead,
-            "pair_front_end_overheads": t.pair_front_end_overheads,
+            "median_overhead": t.median_overhead,
+            "median_overhead_interval": t.median_overhead_interval,
             "engine_slowdown": t.engine_slowdown,
-            "pair_engine_slowdowns": t.pair_engine_slowdowns,
+            "engine_slowdown_interval": t.engine_slowdown_interval,
+            "around_overhead": t.around_overhead,
+            "around_overhead_interval": t.around_overhead_interval,
+            "pair_log_ratios": t.pair_log_ratios,
             "overhead_of_medians": t.overhead_of_medians,
             "cpu_overhead": t.cpu_overhead,
             "pair_overheads": t.pair_overheads,
@@ -339,7 +332,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a smoke run: fewer, smaller runs")
     parser.add_argument("--parts", help=f"comma-separated subset of: {', '.join(PARTS)}")
     parser.add_argument("--answer-words", type=int, help="(a) words of the answer (100)")
-    parser.add_argument("--repeats", type=int, help="(a) runs per side (20)")
+    parser.add_argument("--repeats", type=int, help="(a) runs per side (100)")
     parser.add_argument("--turns", type=int, default=5, help="(b) turns of a session (5)")
     parser.add_argument("--sessions", type=int, help="(b) sessions per side (8)")
     parser.add_argument("--prompt-turns", type=_ints, help="(c) session lengths (10,100,500)")
@@ -361,7 +354,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = Settings(
         parts=parts,
         answer_words=args.answer_words or (60 if quick else 100),
-        repeats=args.repeats or (2 if quick else 20),
+        repeats=args.repeats or (2 if quick else 100),
         turns=args.turns,
         sessions=args.sessions or (2 if quick else 8),
         prompt_turns=args.prompt_turns or ((10, 100) if quick else (10, 100, 500)),
