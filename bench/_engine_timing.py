@@ -55,18 +55,19 @@ def _threads(pid: int) -> list[int]:
         return []
 
 
-def _set_affinity(pid: int, cpus: set[int], saved: dict[int, set[int]]) -> None:
+def _set_affinity(pid: int, cpus: set[int]) -> None:
     for tid in _threads(pid):
         with contextlib.suppress(OSError):  # a thread that just ended
-            saved.setdefault(tid, os.sched_getaffinity(tid))
             os.sched_setaffinity(tid, cpus)
 
 
 @contextlib.contextmanager
 def pinned(engine_pids: Sequence[int]) -> Iterator[str | None]:
     """The engine core (``engine_pids``, every thread) on the last CPU this process may use,
-    this process (every thread) on the others; restored afterwards. Yields a description, or
-    ``None`` (nothing pinned) with fewer than two CPUs or no engine process."""
+    this process (every thread) on the others. Afterwards every thread of both, including
+    those started in between (which inherit the pinning), gets its process's CPUs back.
+    Yields a description, or ``None`` (nothing pinned) with fewer than two CPUs or no engine
+    process."""
     if not hasattr(os, "sched_setaffinity"):
         yield None
         return
@@ -75,16 +76,17 @@ def pinned(engine_pids: Sequence[int]) -> Iterator[str | None]:
         yield None
         return
     engine_cpu, front_cpus = {cpus[-1]}, set(cpus[:-1])
-    saved: dict[int, set[int]] = {}
+    original: dict[int, set[int]] = {os.getpid(): set(cpus)}
+    for pid in engine_pids:
+        with contextlib.suppress(OSError):
+            original[pid] = os.sched_getaffinity(pid)
     try:
-        for pid in engine_pids:
-            _set_affinity(pid, engine_cpu, saved)
-        _set_affinity(os.getpid(), front_cpus, saved)
+        for pid in original:
+            _set_affinity(pid, front_cpus if pid == os.getpid() else engine_cpu)
         yield f"engine core on CPU {cpus[-1]}, this process on CPU {_span(sorted(front_cpus))}"
     finally:
-        for tid, original in saved.items():
-            with contextlib.suppress(OSError):
-                os.sched_setaffinity(tid, original)
+        for pid, cpu_set in original.items():
+            _set_affinity(pid, cpu_set)
 
 
 def _span(cpus: list[int]) -> str:
