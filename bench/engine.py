@@ -49,6 +49,8 @@ from _engine_vllm import (
 
 PARTS = ("throughput", "session", "prompt")
 OVERHEAD_TARGET = 0.05
+MIN_PAIRS = 20
+"""Fewer pairs than this give (a) no verdict: a bootstrap interval needs enough samples."""
 PROMPT_TARGET = 100.0
 PROMPT_TARGET_TURNS = 500
 
@@ -130,9 +132,12 @@ def _spread(values: Sequence[float], spec: str) -> str:
 def throughput_verdict(t: ThroughputResult) -> bool | None:
     """Met when the whole 95% interval of the overhead is under the target,
     missed when it is all at or over it (or the two sides' outputs differed), ``None`` when
-    the interval straddles the target: the run's noise cannot tell."""
+    the interval straddles the target (the run's noise cannot tell) or the run has fewer than
+    ``MIN_PAIRS`` pairs."""
     if not t.same_output:
         return False
+    if len(t.pair_overheads) < MIN_PAIRS:
+        return None
     low, high = t.overhead_interval
     if high < OVERHEAD_TARGET:
         return True
@@ -172,7 +177,12 @@ def render_throughput(t: ThroughputResult) -> list[str]:
     pair_overheads = t.pair_overheads
     q1, _, q3 = statistics.quantiles(pair_overheads, n=4) if len(pair_overheads) > 1 else [0.0] * 3
     extra_cpu = t.cpu_ms_per_token("agentkit") - t.cpu_ms_per_token("bare")
-    verdict = _mark(throughput_verdict(t), "**undecided** (the interval straddles it)")
+    why = (
+        f"too few pairs for an interval: fewer than {MIN_PAIRS}"
+        if len(pair_overheads) < MIN_PAIRS
+        else "the interval straddles it"
+    )
+    verdict = _mark(throughput_verdict(t), f"**undecided** ({why})")
     lines += [
         "",
         f"Overhead, 1 - agentkit/bare tok/s, from the geometric mean of the "
