@@ -71,6 +71,9 @@ def check_replay_policy(profile: Profile, policy: ReplayPolicy) -> ReplayPolicy:
     return policy
 
 
+_NO_IDS = "the last turn has no generated token ids to extend"
+
+
 class PromptBuilder:
     """Builds the prompts of one run, turn after turn.
 
@@ -109,14 +112,18 @@ class PromptBuilder:
         """The stop the model generated last when the text after its message does not begin
         with it (GLM ends a turn with the next role marker; engines drop stop tokens' text):
         its string and id count."""
-        # The prompt sent last (text and ids), and after the model's turn, the history so far.
+        # The prompt sent last (text and ids), and the model's message for it once recorded:
+        # the next prompt joins the three in one copy (a long history is copied once a turn).
         self._text: str | None = None
         self._ids: list[int] | None = None
+        self._recorded_text = ""
+        self._recorded_ids: list[int] = []
         self._pending = ""
         """Text that closes the last assistant message and that the model did not generate."""
         self._covered = 0
         """Messages already covered by ``_text`` / ``_ids``."""
         self._extendable = False
+        self._unextendable_why = _NO_IDS
         self._shown_dropped: frozenset[int] = frozenset()
         """Messages whose reasoning the last prompt left out."""
         self._compacted: set[int] = set()
@@ -138,6 +145,8 @@ class PromptBuilder:
         if limit is not None and ids is not None and len(ids) + self._reserve > limit:
             prompt, dropped, compaction = self._compact(transcript, prompt, dropped, limit)
         self._text, self._ids, self._extendable = prompt.text, prompt.token_ids, False
+        self._unextendable_why = _NO_IDS
+        self._recorded_text, self._recorded_ids = "", []
         self._shown_dropped = dropped
         return Prompt(prompt.text, prompt.token_ids, prompt.rebuilt, compaction)
 
@@ -146,6 +155,10 @@ class PromptBuilder:
         raw = message.raw
         if self._template is None or self._ids is None or message.token_ids is None or raw is None:
             self._extendable = False
+            return
+        if self._recorded_ids:  # a second message for one prompt: no prompt holds its header
+            self._extendable = False
+            self._unextendable_why = "two assistant messages were recorded for one prompt"
             return
         end = self._assistant_end(message)
         generated = list(message.token_ids)
@@ -158,9 +171,7 @@ class PromptBuilder:
                 self._pending = end[len(string) :]  # the model wrote that part itself
             else:
                 self._tail_stop = stop
-        assert self._text is not None
-        self._text = self._text + raw + end
-        self._ids = self._ids + generated
+        self._recorded_text, self._recorded_ids = raw + end, generated
         self._covered = len(transcript.messages)
         self._extendable = True
 
@@ -185,7 +196,7 @@ class PromptBuilder:
         if self._template is None:
             return "the engine or template cannot extend prompts"
         if not self._extendable:
-            return "the last turn has no generated token ids to extend"
+            return self._unextendable_why
         newly = sorted(i for i in dropped - self._shown_dropped if i < self._covered)
         if self._compacted & set(newly):
             return "context compaction"
@@ -200,9 +211,9 @@ class PromptBuilder:
         assert self._text is not None
         assert self._ids is not None
         continuation = self._template.render_continuation(transcript, self._covered)
-        text = self._text + continuation
+        text = "".join((self._text, self._recorded_text, continuation))
         rest = self._pending + continuation
-        ids = self._ids
+        generated = self._recorded_ids
         why = None
         if self._tail_stop is not None:
             string, n = self._tail_stop
@@ -211,12 +222,12 @@ class PromptBuilder:
             else:
                 # Its stop token is not in the history's text (Harmony writes a final answer's
                 # <|return|> as <|end|>): the one token where the prompt departs from the output.
-                ids = ids[:-n]
+                generated = generated[:-n]
                 why = (
                     f"the chat template closes the turn with {rest[:12]!r}, not the "
                     f"{string!r} the model stopped with"
                 )
-        return Prompt(text, ids + list(self._encode(rest)), why)
+        return Prompt(text, [*self._ids, *generated, *self._encode(rest)], why)
 
     def _render(self, transcript: Transcript, dropped: frozenset[int], why: str) -> Prompt:
         view = replay_view(transcript, dropped, self._removed_outputs)

@@ -117,3 +117,51 @@ async def test_request_options_reach_the_engine_per_turn() -> None:
     fixed = ScriptedEngine(["ok"])
     await agentkit.Agent(engine=fixed, request_options={"priority": 5}).run("go")
     assert fixed.requests[0].extra == {"priority": 5}
+
+
+def _assistant(text: str) -> agentkit.transcript.Message:
+    """An assistant message as the agent records it: its raw text and generated ids (the
+    EOS id last, as vLLM reports it)."""
+    from agentkit.transcript import Message, TextBlock
+
+    return Message(
+        role="assistant",
+        content=[TextBlock(text=text, raw=text)],
+        token_ids=[*encode(text), EOS],
+    )
+
+
+@pytest.mark.parametrize("messages_between_prompts", [1, 2])
+def test_the_next_prompt_extends_the_last_one_by_the_recorded_message(
+    messages_between_prompts: int,
+) -> None:
+    from agentkit._prompt import PromptBuilder
+    from agentkit.transcript import Message, TextBlock
+
+    profile = get_profile("qwen3")
+    builder = PromptBuilder(profile, TokenEngine([]), [])
+    transcript = Transcript.from_prompt("first question")
+    first = builder.next_prompt(transcript)
+    assert first.token_ids is not None
+    generated: list[int] = []
+    for i in range(messages_between_prompts):
+        message = _assistant(f"answer {i}")
+        transcript.append(message)
+        builder.record(transcript, message)
+        assert message.token_ids is not None
+        generated += message.token_ids
+    transcript.append(Message(role="user", content=[TextBlock(text="second question")]))
+    second = builder.next_prompt(transcript)
+
+    assert second.token_ids is not None
+    assert second.text == profile.render(transcript)
+    if messages_between_prompts == 1:
+        assert second.rebuilt is None  # extended, not re-rendered
+        assert second.token_ids[: len(first.token_ids) + len(generated)] == (
+            first.token_ids + generated
+        )
+    else:  # the second message's header is in no prompt: rendered anew
+        assert second.rebuilt == "two assistant messages were recorded for one prompt"
+    assert decode(second.token_ids) == second.text
+    # The first prompt handed out is not changed by building the second.
+    assert decode(first.token_ids) == first.text
