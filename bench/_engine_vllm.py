@@ -310,6 +310,8 @@ async def measure_throughput(
         """The run's request on the engine's clock: its own time, the time before the
         engine scheduled it and the time after its last token (``added``: each request's
         stats, as the engine adds it; bound below)."""
+        if not added:
+            raise RuntimeError("vLLM added no request stats: has its output processor changed?")
         stats = added[-1]
         if stats.last_token_ts <= 0:
             raise RuntimeError("vLLM recorded no request stats: is disable_log_stats set?")
