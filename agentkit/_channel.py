@@ -1,4 +1,5 @@
-"""The queue between an agent run's producer task and the consumer of its events.
+"""The queue between a producer task and its one consumer: an agent run's events, or a
+streaming response's SSE frames.
 
 One event a token crosses it, so its cost is part of every token's. anyio's memory object
 stream is general (many senders and receivers, back-pressure, cancellation points on every
@@ -57,6 +58,21 @@ class EventChannel(Generic[T]):
         """The consumer is gone: drop what is queued and what is sent from now on."""
         self._discarding = True
         self._items.clear()
+
+    def receive_nowait(self) -> T:
+        """The next queued item; :class:`anyio.WouldBlock` if none is queued yet,
+        :class:`anyio.EndOfStream` if none will come."""
+        if self._items:
+            return self._items.popleft()
+        if self._closed:
+            raise anyio.EndOfStream
+        raise anyio.WouldBlock
+
+    def drain(self) -> list[T]:
+        """Every queued item, at once (possibly none)."""
+        items = list(self._items)
+        self._items.clear()
+        return items
 
     async def receive(self) -> T:
         """The next item, waiting for one if none is queued."""

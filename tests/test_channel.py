@@ -131,3 +131,19 @@ async def test_run_raises_the_runs_error_with_its_transcript() -> None:
         await agentkit.Agent(engine, profile="qwen3").run("Hi")
     assert caught.value.transcript is not None
     assert caught.value.transcript.messages[0].role == "user"
+
+
+async def test_receive_nowait_and_drain() -> None:
+    channel = EventChannel[int]()
+    with pytest.raises(anyio.WouldBlock):
+        channel.receive_nowait()
+    assert channel.drain() == []
+    for i in range(3):
+        channel.send_nowait(i)
+    assert channel.receive_nowait() == 0
+    assert channel.drain() == [1, 2]
+    channel.send_nowait(3)
+    channel.close()
+    assert channel.receive_nowait() == 3
+    with pytest.raises(anyio.EndOfStream):
+        channel.receive_nowait()

@@ -1,20 +1,21 @@
 """A server-sent-events response that keeps the connection alive and notices disconnects.
 
-The model's events are produced by one task into a memory stream; the response task writes
-them out, and writes a ``ping`` whenever nothing came for ``ping_interval`` seconds. A client
-that disconnects cancels both: the producer's engine stream is closed, which aborts the
-request in the engine. Nothing else is left running.
+The model's events are produced by one task into a queue; the response task writes them out
+(whatever has queued up since its last write, in one write), and writes a ``ping`` whenever
+nothing came for ``ping_interval`` seconds. A client that disconnects cancels both: the
+producer's engine stream is closed, which aborts the request in the engine. Nothing else is
+left running.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 
 import anyio
 from starlette.types import Receive, Scope, Send
 
+from agentkit._channel import EventChannel
 from agentkit._logging import get_logger
 
 __all__ = ["EventStreamResponse"]
@@ -62,14 +63,19 @@ class EventStreamResponse:
                 ],
             }
         )
-        producer_send, items = anyio.create_memory_object_stream[bytes](math.inf)
+        # One frame a token crosses this queue: sending never waits and a frame already
+        # queued is taken without a pass of the event loop (see EventChannel).
+        items = EventChannel[bytes]()
         async with anyio.create_task_group() as group:
 
             async def produce() -> None:
-                async with producer_send, aclosing(self._chunks) as chunks:
-                    async for chunk in chunks:
-                        if chunk:
-                            await producer_send.send(chunk)
+                try:
+                    async with aclosing(self._chunks) as chunks:
+                        async for chunk in chunks:
+                            if chunk:
+                                items.send_nowait(chunk)
+                finally:
+                    items.close()
 
             async def watch() -> None:
                 while True:
@@ -83,20 +89,25 @@ class EventStreamResponse:
 
             group.start_soon(produce)
             group.start_soon(watch)
-            async with items:
+            try:
                 while True:
-                    chunk: bytes | None = None
-                    with anyio.move_on_after(self._interval):
-                        try:
-                            chunk = await items.receive()
-                        except anyio.EndOfStream:
-                            break
-                    await send(
-                        {
-                            "type": "http.response.body",
-                            "body": chunk if chunk is not None else self._ping(),
-                            "more_body": True,
-                        }
-                    )
+                    try:
+                        body = await self._next_body(items)
+                    except anyio.EndOfStream:
+                        break
+                    await send({"type": "http.response.body", "body": body, "more_body": True})
+            finally:
+                items.discard()
             await send({"type": "http.response.body", "body": b"", "more_body": False})
             group.cancel_scope.cancel()
+
+    async def _next_body(self, items: EventChannel[bytes]) -> bytes:
+        """What has queued up, joined; or the next frame, waiting for it; or a ping after
+        ``ping_interval`` seconds with nothing. :class:`anyio.EndOfStream` at the end."""
+        queued = items.drain()
+        if queued:
+            return b"".join(queued)
+        with anyio.move_on_after(self._interval):
+            first = await items.receive()
+            return b"".join([first, *items.drain()])
+        return self._ping()
