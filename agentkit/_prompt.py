@@ -122,8 +122,8 @@ class PromptBuilder:
         """Text that closes the last assistant message and that the model did not generate."""
         self._covered = 0
         """Messages already covered by ``_text`` / ``_ids``."""
-        self._extendable = False
-        self._unextendable_why = _NO_IDS
+        self._unextendable: str | None = _NO_IDS
+        """Why the next prompt cannot extend the last one (``None``: it can)."""
         self._shown_dropped: frozenset[int] = frozenset()
         """Messages whose reasoning the last prompt left out."""
         self._compacted: set[int] = set()
@@ -144,8 +144,7 @@ class PromptBuilder:
         ids = prompt.token_ids
         if limit is not None and ids is not None and len(ids) + self._reserve > limit:
             prompt, dropped, compaction = self._compact(transcript, prompt, dropped, limit)
-        self._text, self._ids, self._extendable = prompt.text, prompt.token_ids, False
-        self._unextendable_why = _NO_IDS
+        self._text, self._ids, self._unextendable = prompt.text, prompt.token_ids, _NO_IDS
         self._recorded_text, self._recorded_ids = "", []
         self._shown_dropped = dropped
         return Prompt(prompt.text, prompt.token_ids, prompt.rebuilt, compaction)
@@ -154,11 +153,10 @@ class PromptBuilder:
         """The model's message for the last prompt was appended to ``transcript``."""
         raw = message.raw
         if self._template is None or self._ids is None or message.token_ids is None or raw is None:
-            self._extendable = False
+            self._unextendable = _NO_IDS
             return
         if self._recorded_ids:  # a second message for one prompt: no prompt holds its header
-            self._extendable = False
-            self._unextendable_why = "two assistant messages were recorded for one prompt"
+            self._unextendable = "two assistant messages were recorded for one prompt"
             return
         end = self._assistant_end(message)
         generated = list(message.token_ids)
@@ -173,7 +171,7 @@ class PromptBuilder:
                 self._tail_stop = stop
         self._recorded_text, self._recorded_ids = raw + end, generated
         self._covered = len(transcript.messages)
-        self._extendable = True
+        self._unextendable = None
 
     def _assistant_end(self, message: Message) -> str:
         assert self._template is not None
@@ -195,8 +193,8 @@ class PromptBuilder:
             return "first prompt"
         if self._template is None:
             return "the engine or template cannot extend prompts"
-        if not self._extendable:
-            return self._unextendable_why
+        if self._unextendable is not None:
+            return self._unextendable
         newly = sorted(i for i in dropped - self._shown_dropped if i < self._covered)
         if self._compacted & set(newly):
             return "context compaction"
