@@ -59,15 +59,6 @@ class EventChannel(Generic[T]):
         self._discarding = True
         self._items.clear()
 
-    def receive_nowait(self) -> T:
-        """The next queued item; :class:`anyio.WouldBlock` if none is queued yet,
-        :class:`anyio.EndOfStream` if none will come."""
-        if self._items:
-            return self._items.popleft()
-        if self._closed:
-            raise anyio.EndOfStream
-        raise anyio.WouldBlock
-
     def drain(self) -> list[T]:
         """Every queued item, at once (possibly none)."""
         items = list(self._items)

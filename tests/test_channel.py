@@ -133,17 +133,16 @@ async def test_run_raises_the_runs_error_with_its_transcript() -> None:
     assert caught.value.transcript.messages[0].role == "user"
 
 
-async def test_receive_nowait_and_drain() -> None:
+async def test_drain_takes_what_is_queued() -> None:
     channel = EventChannel[int]()
-    with pytest.raises(anyio.WouldBlock):
-        channel.receive_nowait()
     assert channel.drain() == []
     for i in range(3):
         channel.send_nowait(i)
-    assert channel.receive_nowait() == 0
+    assert await channel.receive() == 0
     assert channel.drain() == [1, 2]
+    assert channel.drain() == []
     channel.send_nowait(3)
     channel.close()
-    assert channel.receive_nowait() == 3
+    assert channel.drain() == [3]
     with pytest.raises(anyio.EndOfStream):
-        channel.receive_nowait()
+        await channel.receive()
