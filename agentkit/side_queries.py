@@ -45,6 +45,7 @@ import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentkit._prompt import PromptBuilder
+from agentkit._sequences import common_prefix_len
 from agentkit.engine import Engine, GenerationRequest, Usage
 from agentkit.errors import AgentkitError, ConfigurationError
 from agentkit.profiles import Profile, ReplayPolicy, ToolSpec, dropped_reasoning, replay_view
@@ -395,28 +396,10 @@ def _instruction_prompt(
     text, ids = _main_prompt(profile, engine, asked, tools, policy)
     shared: int | None = None
     if ids is not None and before_ids is not None:
-        shared = _common_prefix(ids, before_ids)
-    suffix = text[_common_text_prefix(text, before_text) :]
+        shared = common_prefix_len(ids, before_ids)
+    suffix = text[common_prefix_len(text, before_text) :]
     extra = {"structured_outputs": {"json": _schema(kind)}}
     return SideQueryPrompt(kind, text, ids, shared, suffix, _MAX_TOKENS[kind], extra, url)
-
-
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
-def _common_text_prefix(a: str, b: str) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 # -- parsing ----------------------------------------------------------------------------------

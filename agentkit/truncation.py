@@ -44,6 +44,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args, overload
 
+from agentkit._sequences import common_prefix_len
 from agentkit.errors import ConfigurationError
 
 __all__ = [
@@ -320,7 +321,7 @@ def _token_head(text: str, ids: list[int], budget: int, decode: Decode) -> tuple
         if first is None:
             first = piece
     assert first is not None
-    return text[: _common_prefix(first, text)], budget
+    return text[: common_prefix_len(first, text)], budget
 
 
 def _token_tail(text: str, ids: list[int], budget: int, decode: Decode) -> tuple[str, int]:
@@ -336,13 +337,6 @@ def _token_tail(text: str, ids: list[int], budget: int, decode: Decode) -> tuple
             first = piece
     assert first is not None
     return text[len(text) - _common_suffix(first, text) :], budget
-
-
-def _common_prefix(a: str, b: str) -> int:
-    for index, (x, y) in enumerate(zip(a, b, strict=False)):
-        if x != y:
-            return index
-    return min(len(a), len(b))
 
 
 def _common_suffix(a: str, b: str) -> int:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import anyio
 
+from agentkit._sequences import common_prefix_len
 from agentkit.engine._base import FinishReason, GenerationChunk, GenerationRequest, Usage
 from agentkit.engine._char_tokenizer import CharTokenizer
 from agentkit.errors import EngineError, ScriptExhaustedError
@@ -91,15 +92,7 @@ class ScriptedEngine:
         return len(self._outputs) - self._next
 
     def _cached_tokens(self, prompt_tokens: list[str]) -> int:
-        best = 0
-        for seen in self._seen:
-            n = 0
-            for a, b in zip(prompt_tokens, seen, strict=False):
-                if a != b:
-                    break
-                n += 1
-            best = max(best, n)
-        return best
+        return max((common_prefix_len(prompt_tokens, seen) for seen in self._seen), default=0)
 
     async def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationChunk, None]:
         self.requests.append(request)
@@ -189,7 +182,7 @@ class TokenizedScriptedEngine(ScriptedEngine):
         output = self._outputs[self._next]
         self._next += 1
         prompt = list(request.prompt_token_ids or self.encode(request.prompt))
-        cached = max((_common_prefix(prompt, seen) for seen in self._history), default=0)
+        cached = max((common_prefix_len(prompt, seen) for seen in self._history), default=0)
         start = time.perf_counter()
         first_token_at: float | None = None
         produced: list[int] = []
@@ -236,12 +229,3 @@ def _runs(chunks: Sequence[str | BaseException]) -> list[str | BaseException]:
         else:
             out.append(chunk)
     return out
-
-
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
