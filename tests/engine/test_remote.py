@@ -326,10 +326,18 @@ async def test_a_refusing_replica_fails_over_to_the_next() -> None:
     down = refused_url()
     with serve(fake) as url:
         async with RemoteEngine(base_urls=[down, url], model="m", **FAST) as engine:
-            for session in range(4):
-                chunks = await collect(engine, request(extra={"session_id": f"s{session}"}))
+            refusing = engine.replicas.replicas[0]
+            # The refusing replica's port is random, and so is the rendezvous ranking: start
+            # with a session that ranks it first, or no request might ever try it.
+            first = next(
+                key
+                for key in (f"s{i}" for i in range(1000))
+                if engine.replicas.ranked(key)[0] is refusing
+            )
+            for session in [first, "s1", "s2", "s3"]:
+                chunks = await collect(engine, request(extra={"session_id": session}))
                 assert text_of(chunks) == "Hello world"
-            assert not engine.replicas.replicas[0].is_up(time.monotonic())
+            assert not refusing.is_up(time.monotonic())
     assert len(fake.bodies) == 4
 
 
