@@ -83,6 +83,8 @@ class PromptBuilder:
         tools: the tools' specs, rendered into the prompt by the template.
         replay: the reasoning-replay policy (default: the profile's).
         reserve_tokens: tokens kept free for the turn's output when checking the window.
+        thinking: ``False`` renders the generation prompt with thinking turned off, where the
+            profile has a thinking switch.
     """
 
     def __init__(
@@ -93,8 +95,10 @@ class PromptBuilder:
         *,
         replay: ReplayPolicy | None = None,
         reserve_tokens: int = 0,
+        thinking: bool = True,
     ) -> None:
         self._profile = profile
+        self._thinking = thinking
         self._tools = tools
         self.policy: ReplayPolicy = check_replay_policy(profile, replay or profile.replay)
         self._reserve = reserve_tokens
@@ -208,7 +212,9 @@ class PromptBuilder:
         assert self._encode is not None
         assert self._text is not None
         assert self._ids is not None
-        continuation = self._template.render_continuation(transcript, self._covered)
+        continuation = self._template.render_continuation(
+            transcript, self._covered, thinking=self._thinking
+        )
         text = "".join((self._text, self._recorded_text, continuation))
         rest = self._pending + continuation
         generated = self._recorded_ids
@@ -229,7 +235,7 @@ class PromptBuilder:
 
     def _render(self, transcript: Transcript, dropped: frozenset[int], why: str) -> Prompt:
         view = replay_view(transcript, dropped, self._removed_outputs)
-        text = self._profile.template.render(view, self._tools)
+        text = self._profile.template.render(view, self._tools, thinking=self._thinking)
         ids, note = self._encode_rendered(text, view) if self._encode is not None else (None, None)
         if why == "first prompt":
             why_text = note

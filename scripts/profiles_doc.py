@@ -145,6 +145,8 @@ def section(profile: Profile) -> str:
     transcript = example()
     view = replay_view(transcript, dropped_reasoning(transcript, profile.replay))
     rendered = profile.template.render(view, TOOLS)
+    # Conformance: the tests in tests/conformance/ render the standard conversations
+    # (agentkit.template_check) through the profile and the reference, and diff the text.
     truncation = (
         f"`{profile.truncation.mode}`, {profile.truncation.limit:,}"
         if profile.truncation
@@ -162,6 +164,8 @@ def section(profile: Profile) -> str:
         ("special tokens", ", ".join(f"`{s}`" for s in profile.special_tokens)),
         ("tokenizer", f"`{profile.tokenizer}`" if profile.tokenizer else "-"),
         ("aliases", ", ".join(f"`{a}`" for a in profile.aliases) or "-"),
+        ("checked against", profile.reference or "-"),
+        ("deliberate differences", "; ".join(profile.deviations) or "none"),
     ]
     table = "\n".join(f"| {k} | {v.replace('|', chr(92) + '|')} |" for k, v in rows)
     fence = "````"

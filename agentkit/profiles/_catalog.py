@@ -189,6 +189,9 @@ def _family(
     aliases: tuple[str, ...] = (),
     truncation: Mapping[str, Any] | None = None,
     extra_specials: tuple[str, ...] = (),
+    thinking_switch: bool = False,
+    reference: str = "",
+    deviations: tuple[str, ...] = (),
 ) -> None:
     reasoning, tools = FAMILY_FORMATS[name]
     stops = FAMILY_STOPS[name]
@@ -206,6 +209,9 @@ def _family(
             truncation=TruncationPolicy.parse(truncation or _DEFAULT_TRUNCATION),
             context_window=context_window,
             tokenizer=tokenizer,
+            thinking_switch=thinking_switch,
+            reference=reference,
+            deviations=deviations,
         )
     )
     for pattern in patterns:
@@ -231,7 +237,11 @@ register_profile(
     Profile(
         name="qwen3",
         description="Qwen3 (thinking and instruct): <think> reasoning, Hermes JSON tool calls.",
-        template=ChatMLTemplate(get_tool_syntax("hermes"), hermes_tools_section),
+        template=ChatMLTemplate(
+            get_tool_syntax("hermes"),
+            hermes_tools_section,
+            thinking_off="<think>\n\n</think>\n\n",
+        ),
         reasoning="think",
         tool_format="hermes",
         stop=(IM_END,),
@@ -241,7 +251,7 @@ register_profile(
         truncation=TruncationPolicy.parse(_DEFAULT_TRUNCATION),
         context_window=40_960,
         tokenizer="Qwen/Qwen3-8B",
-        thinking_off="<think>\n\n</think>\n\n",
+        thinking_switch=True,
     )
 )
 register_alias("*qwen3*", "qwen3")

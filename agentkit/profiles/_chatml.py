@@ -126,6 +126,9 @@ class ChatMLTemplate(FamilyTemplate):
     response_end: str = ""
     """What follows each ``</tool_response>`` (Qwen3-Coder: a newline); without it, the
     responses are joined by newlines."""
+    thinking_off: str = ""
+    """What follows the generation prompt when thinking is turned off (Qwen3: an empty
+    ``<think>`` block, as its template writes with ``enable_thinking=False``)."""
 
     def _head(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec]
@@ -142,8 +145,8 @@ class ChatMLTemplate(FamilyTemplate):
             out.append(f"{IM_START}system\n{system}{IM_END}\n")
         return out, start
 
-    def _generation_prompt(self) -> str:
-        return f"{IM_START}assistant\n"
+    def _generation_prompt(self, thinking: bool) -> str:
+        return f"{IM_START}assistant\n" + ("" if thinking else self.thinking_off)
 
     @property
     def assistant_end(self) -> str:

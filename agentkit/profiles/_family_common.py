@@ -160,8 +160,9 @@ class FamilyTemplate(ABC):
         """Append ``messages[i:]`` to ``out``. ``tools`` is empty for a continuation; ``gen``
         says whether a generation prompt follows (for families that write it in the loop)."""
 
-    def _generation_prompt(self) -> str:
-        """What ends the prompt when the model is to answer (after the messages)."""
+    def _generation_prompt(self, thinking: bool) -> str:
+        """What ends the prompt when the model is to answer (after the messages); ``thinking``
+        is false when the request turned thinking off (see :attr:`Profile.thinking_switch`)."""
         return ""
 
     def render(
@@ -170,14 +171,17 @@ class FamilyTemplate(ABC):
         tools: Sequence[ToolSpec],
         *,
         add_generation_prompt: bool = True,
+        thinking: bool = True,
     ) -> str:
         out, start = self._head(transcript.messages, tools)
         self._messages(transcript.messages, start, out, tools, add_generation_prompt)
         if add_generation_prompt:
-            out.append(self._generation_prompt())
+            out.append(self._generation_prompt(thinking))
         return "".join(out)
 
-    def render_continuation(self, transcript: Transcript, start: int) -> str:
+    def render_continuation(
+        self, transcript: Transcript, start: int, *, thinking: bool = True
+    ) -> str:
         """The text of ``transcript.messages[start:]`` and the generation prompt, for a prompt
         whose earlier part (up to the end of an assistant message) is already built.
 
@@ -187,5 +191,5 @@ class FamilyTemplate(ABC):
         """
         out: list[str] = []
         self._messages(transcript.messages, start, out, (), True)
-        out.append(self._generation_prompt())
+        out.append(self._generation_prompt(thinking))
         return "".join(out)

@@ -88,10 +88,11 @@ class GlmTemplate(FamilyTemplate):
     def assistant_end(self) -> str:
         return ""
 
-    def _generation_prompt(self) -> str:
+    def _generation_prompt(self, thinking: bool) -> str:
+        thinking = thinking and self.thinking
         if self.version == "4.5":
-            return "<|assistant|>" if self.thinking else "<|assistant|>\n<think></think>"
-        return "<|assistant|>" + ("<think>" if self.thinking else "</think>")
+            return "<|assistant|>" if thinking else "<|assistant|>\n<think></think>"
+        return "<|assistant|>" + ("<think>" if thinking else "</think>")
 
     def _messages(
         self,

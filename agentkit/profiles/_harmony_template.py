@@ -150,7 +150,7 @@ class HarmonyTemplate(FamilyTemplate):
             return ""
         return _CALL if message.tool_calls else _END
 
-    def _generation_prompt(self) -> str:
+    def _generation_prompt(self, thinking: bool) -> str:
         return f"{_START}assistant"
 
     def _messages(

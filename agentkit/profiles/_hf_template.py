@@ -2,11 +2,11 @@
 
 The template gets the transcript as the OpenAI-style messages a client sends (``content``,
 ``reasoning_content``, ``tool_calls`` with argument objects, ``tool`` messages) and decides
-itself what to keep; ``enable_thinking=True`` and ``truncate_history_thinking=False`` are
-passed whenever thinking is on. It is rendered as ``transformers``' ``apply_chat_template``
-renders it (a sandboxed Jinja environment with ``trim_blocks``/``lstrip_blocks``, ``tojson``
-without HTML escaping, ``raise_exception``, ``strftime_now``), from a local file, so no hub
-access is needed.
+itself what to keep, with its own defaults (as a server that renders it would):
+``enable_thinking`` is passed, and any other variable the caller sets. It is rendered as
+``transformers``' ``apply_chat_template`` renders it (a sandboxed Jinja environment with
+``trim_blocks``/``lstrip_blocks``, ``tojson`` without HTML escaping, ``raise_exception``,
+``strftime_now``), from a local file, so no hub access is needed.
 
 An assistant message with reasoning between its calls becomes several consecutive assistant
 messages, one per reasoning block, so interleaved reasoning stays interleaved.
@@ -35,8 +35,11 @@ from agentkit.transcript import (
 __all__ = ["HFChatTemplate", "chat_messages"]
 
 
-def chat_messages(transcript: Transcript) -> list[dict[str, Any]]:
-    """The transcript as OpenAI-style chat messages (reasoning as ``reasoning_content``)."""
+def chat_messages(
+    transcript: Transcript, *, reasoning_key: str = "reasoning_content"
+) -> list[dict[str, Any]]:
+    """The transcript as OpenAI-style chat messages (reasoning under ``reasoning_key``:
+    ``reasoning_content`` as vLLM and most templates read it; gpt-oss's reads ``thinking``)."""
     out: list[dict[str, Any]] = []
     for message in transcript.messages:
         if message.role == "tool":
@@ -51,13 +54,13 @@ def chat_messages(transcript: Transcript) -> list[dict[str, Any]]:
                         }
                     )
         elif message.role == "assistant":
-            out.extend(_assistant_messages(message))
+            out.extend(_assistant_messages(message, reasoning_key))
         else:
             out.append({"role": message.role, "content": message.text})
     return out
 
 
-def _assistant_messages(message: Message) -> list[dict[str, Any]]:
+def _assistant_messages(message: Message, reasoning_key: str) -> list[dict[str, Any]]:
     pieces: list[dict[str, Any]] = []
     current: dict[str, Any] | None = None
     for block in message.content:
@@ -66,7 +69,7 @@ def _assistant_messages(message: Message) -> list[dict[str, Any]]:
                 pieces.append(current)
             current = {"role": "assistant", "content": ""}
         if isinstance(block, ReasoningBlock):
-            current["reasoning_content"] = block.text
+            current[reasoning_key] = block.text
         elif isinstance(block, TextBlock):
             current["content"] += block.text
         elif isinstance(block, ToolCallBlock):
@@ -86,12 +89,16 @@ class HFChatTemplate:
     """The chat template at ``source``: a ``.jinja`` file, or a model directory with
     ``chat_template.jinja`` or ``tokenizer_config.json``. ``profile`` names the profile in
     error messages; ``thinking`` sets ``enable_thinking``; ``variables`` are passed to every
-    rendering (e.g. ``{"reasoning_effort": "high"}``)."""
+    rendering (e.g. ``{"reasoning_effort": "high"}``), after the special tokens a
+    ``tokenizer_config.json`` beside the template names (``bos_token``, ``eos_token``, ...), as
+    transformers passes them; ``reasoning_key`` is the message field the template reads
+    reasoning from."""
 
     source: str | Path
     profile: str = "?"
     thinking: bool = True
     variables: Mapping[str, Any] = field(default_factory=dict)
+    reasoning_key: str = "reasoning_content"
 
     def render(
         self,
@@ -99,15 +106,14 @@ class HFChatTemplate:
         tools: Sequence[ToolSpec],
         *,
         add_generation_prompt: bool = True,
+        thinking: bool = True,
     ) -> str:
-        template, origin = self._template()
-        options: dict[str, Any] = {"enable_thinking": self.thinking}
-        if self.thinking:
-            options["truncate_history_thinking"] = False
+        template, origin, specials = self._template()
+        options: dict[str, Any] = {**specials, "enable_thinking": thinking and self.thinking}
         try:
             return str(
                 template.render(
-                    messages=chat_messages(transcript),
+                    messages=chat_messages(transcript, reasoning_key=self.reasoning_key),
                     tools=[dict(t) for t in tools] or None,
                     add_generation_prompt=add_generation_prompt,
                     **{**options, **self.variables},
@@ -118,7 +124,7 @@ class HFChatTemplate:
                 f"profile {self.profile!r}: the chat template from {origin} failed: {error}"
             ) from error
 
-    def _template(self) -> tuple[Any, Path]:
+    def _template(self) -> tuple[Any, Path, dict[str, str]]:
         cached = _COMPILED.get((str(self.source), self.profile))
         if cached is not None:
             return cached
@@ -129,8 +135,9 @@ class HFChatTemplate:
             raise ConfigurationError(
                 f"profile {self.profile!r}: the chat template in {path} does not compile: {error}"
             ) from error
-        _COMPILED[(str(self.source), self.profile)] = (compiled, path)
-        return compiled, path
+        entry = (compiled, path, special_tokens(path.parent / "tokenizer_config.json"))
+        _COMPILED[(str(self.source), self.profile)] = entry
+        return entry
 
     def _read(self) -> tuple[Path, str]:
         source = Path(self.source)
@@ -163,7 +170,26 @@ class HFChatTemplate:
         )
 
 
-_COMPILED: dict[tuple[str, str], tuple[Any, Path]] = {}
+_COMPILED: dict[tuple[str, str], tuple[Any, Path, dict[str, str]]] = {}
+
+_SPECIAL_KEYS = ("bos_token", "eos_token", "unk_token", "pad_token")
+
+
+def special_tokens(config: Path) -> dict[str, str]:
+    """The named special tokens of a ``tokenizer_config.json`` (``{}`` without one), as
+    transformers hands them to chat templates: ``{"bos_token": "<s>", ...}``."""
+    try:
+        data = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    out: dict[str, str] = {}
+    for key in _SPECIAL_KEYS:
+        value = data.get(key) if isinstance(data, dict) else None
+        if isinstance(value, dict):  # {"content": "<s>", "lstrip": false, ...}
+            value = value.get("content")
+        if isinstance(value, str):
+            out[key] = value
+    return out
 
 
 def _environment() -> Any:

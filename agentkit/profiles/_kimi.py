@@ -81,7 +81,7 @@ class KimiK2Template(FamilyTemplate):
     def assistant_end(self) -> str:
         return IM_END
 
-    def _generation_prompt(self) -> str:
+    def _generation_prompt(self, thinking: bool) -> str:
         return f"{_ASSISTANT}assistant{_MIDDLE}"
 
     def _messages(

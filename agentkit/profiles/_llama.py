@@ -57,7 +57,7 @@ class Llama3Template(FamilyTemplate):
     def assistant_end(self) -> str:
         return EOT
 
-    def _generation_prompt(self) -> str:
+    def _generation_prompt(self, thinking: bool) -> str:
         return _header("assistant")
 
     def _messages(

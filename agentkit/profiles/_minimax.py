@@ -65,7 +65,7 @@ class MiniMaxM2Template(FamilyTemplate):
     def assistant_end(self) -> str:
         return f"{END}\n"
 
-    def _generation_prompt(self) -> str:
+    def _generation_prompt(self, thinking: bool) -> str:
         return f"]~b]ai\n{_OPEN}"
 
     def _messages(

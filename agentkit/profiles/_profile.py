@@ -32,7 +32,12 @@ class ChatTemplate(Protocol):
         tools: Sequence[ToolSpec],
         *,
         add_generation_prompt: bool = True,
-    ) -> str: ...
+        thinking: bool = True,
+    ) -> str:
+        """The prompt for ``transcript``; ``thinking=False`` renders the generation prompt
+        the way the model's template does when thinking is turned off (templates without a
+        thinking switch ignore it)."""
+        ...
 
 
 @runtime_checkable
@@ -48,7 +53,9 @@ class IncrementalTemplate(ChatTemplate, Protocol):
         """The text that closes an assistant message (its stop string first)."""
         ...
 
-    def render_continuation(self, transcript: Transcript, start: int) -> str:
+    def render_continuation(
+        self, transcript: Transcript, start: int, *, thinking: bool = True
+    ) -> str:
         """Messages ``start:`` and the generation prompt, after a closed assistant message."""
         ...
 
@@ -83,10 +90,16 @@ class Profile:
     context_window: int | None = None
     compaction_threshold: float = 0.9
     tokenizer: str | None = None
-    thinking_off: str | None = None
-    """What the generation prompt gains when a request turns thinking off (Qwen3: an empty
-    ``<think>`` block, as its template writes with ``enable_thinking=False``); ``None``: the
-    profile has no thinking switch, and requests to turn thinking off are not honoured."""
+    thinking_switch: bool = False
+    """Whether the template renders a turn with thinking off differently (Qwen3 and
+    Nemotron-3 close an empty ``<think>`` block in the generation prompt, as their templates do
+    with ``enable_thinking=False``); without one, requests to turn thinking off are not
+    honoured."""
+    reference: str = ""
+    """The model's own template or encoder this profile's prompts are checked against (where
+    it comes from), as the conformance tests and ``docs/profiles.md`` name it; empty: none."""
+    deviations: tuple[str, ...] = ()
+    """Each deliberate difference from ``reference``, in words (each one is tested)."""
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -119,6 +132,9 @@ class Profile:
             id_factory=id_factory,
         )
 
-    def render(self, transcript: Transcript, tools: Sequence[ToolSpec] = ()) -> str:
-        """The prompt for the model's next turn on ``transcript``."""
-        return self.template.render(transcript, tools)
+    def render(
+        self, transcript: Transcript, tools: Sequence[ToolSpec] = (), *, thinking: bool = True
+    ) -> str:
+        """The prompt for the model's next turn on ``transcript`` (the transcript as given:
+        the replay policy is applied by the caller, see :func:`replay_view`)."""
+        return self.template.render(transcript, tools, thinking=thinking)

@@ -15,7 +15,7 @@
   (``web_search``, ``tool_search``, ``image_generation``...) are dropped, with a warning logged
   once per type, and a ``tool_choice`` naming one becomes ``auto``.
 * ``reasoning.effort`` is echoed; ``"none"`` or ``"minimal"`` turns thinking off where the
-  profile has a switch (``Profile.thinking_off``: Qwen3).
+  profile has a switch (``Profile.thinking_switch``: Qwen3, Nemotron-3).
   ``reasoning.summary`` makes each reasoning item's summary its reasoning text (there is no
   summarizer), streamed with the summary events. ``parallel_tool_calls: false`` ends the turn
   at its first complete call. ``prompt_cache_key``, ``text``, ``client_metadata`` and unknown

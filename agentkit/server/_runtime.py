@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -95,20 +95,11 @@ class ServerRuntime:
 
     def prompt(self, spec: TurnSpec) -> Prompt:
         """The exact prompt ``spec`` would be sent with."""
-        builder = PromptBuilder(self.profile, self.engine, list(spec.tools))
-        prompt = builder.next_prompt(spec.transcript)
-        off = self.profile.thinking_off
-        if spec.thinking is False and off:
-            # Thinking off: the generation prompt closes an empty reasoning block, as the
-            # model's template does; the history before it is unchanged (prefix-stable).
-            ids = prompt.token_ids
-            extra = self.encode(off) if ids is not None else None
-            prompt = replace(
-                prompt,
-                text=prompt.text + off,
-                token_ids=ids + extra if ids is not None and extra is not None else None,
-            )
-        return prompt
+        # Thinking off changes only the generation prompt (Qwen3 and Nemotron-3 close an empty
+        # reasoning block there, as their templates do): the history is unchanged.
+        thinking = spec.thinking is not False or not self.profile.thinking_switch
+        builder = PromptBuilder(self.profile, self.engine, list(spec.tools), thinking=thinking)
+        return builder.next_prompt(spec.transcript)
 
     def start(self, spec: TurnSpec, *, request_id: str) -> ModelTurn:
         """Prepare the turn: validate, build the prompt, log it. Generation starts when the

@@ -63,7 +63,7 @@ async def test_thinking_off_closes_an_empty_block_in_the_generation_prompt(
 
 
 async def test_a_profile_without_a_switch_is_left_alone() -> None:
-    profile = dataclasses.replace(get_profile("qwen3"), name="no-switch", thinking_off=None)
+    profile = dataclasses.replace(get_profile("qwen3"), name="no-switch", thinking_switch=False)
     application, engine = app(profile, ["a", "b"])
     base = {"model": "m", "max_tokens": 20, "messages": [{"role": "user", "content": "hi"}]}
     await post(application, "/v1/messages", {**base, "thinking": {"type": "disabled"}})
