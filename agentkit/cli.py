@@ -382,7 +382,10 @@ def _serve_command(args: argparse.Namespace) -> int:
         flush=True,
     )
     _log_to_stderr(args.log_level)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    # ws="none": agentkit serves no WebSocket, so an upgrade request reaches the app as plain
+    # HTTP (GET /v1/responses answers 426 and Codex falls back to HTTP) whether or not a
+    # WebSocket library happens to be installed.
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, ws="none")
     return 0
 
 

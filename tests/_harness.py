@@ -23,7 +23,8 @@ def running(app: Any, **config: Any) -> Iterator[str]:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    settings: dict[str, Any] = {"log_level": "warning", "lifespan": "off", **config}
+    # ws="none", as `agentkit serve` runs it: upgrade requests reach the app as HTTP.
+    settings: dict[str, Any] = {"log_level": "warning", "lifespan": "off", "ws": "none", **config}
     server = uvicorn.Server(uvicorn.Config(app, **settings))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
