@@ -53,9 +53,9 @@ def _xml(style: str, arguments: dict[str, Any]) -> str:
             parts.append(f"<parameter={key}>\n{value(v)}\n</parameter>\n")
         elif style == "minimax_xml":
             parts.append(f'<parameter name="{key}">{value(v)}</parameter>\n')
-        elif style == "deepseek_xml":
+        elif style in ("deepseek_xml", "deepseek_v4_1_xml"):
             string = "true" if isinstance(v, str) else "false"
-            tag = "｜DSML｜parameter"
+            tag = "｜DSML｜parameter" if style == "deepseek_xml" else "｜DSML｜ parameter"
             parts.append(f'<{tag} name="{key}" string="{string}">{value(v)}</{tag}>\n')
         elif style == "glm_xml":
             parts.append(f"<arg_key>{key}</arg_key><arg_value>{value(v)}</arg_value>")

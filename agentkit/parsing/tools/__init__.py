@@ -8,6 +8,7 @@ from agentkit.parsing.tools.deepseek import DEEPSEEK_V3 as DEEPSEEK_V3
 from agentkit.parsing.tools.deepseek import DEEPSEEK_V31 as DEEPSEEK_V31
 from agentkit.parsing.tools.dsml import DEEPSEEK_V4 as DEEPSEEK_V4
 from agentkit.parsing.tools.dsml import DEEPSEEK_V32 as DEEPSEEK_V32
+from agentkit.parsing.tools.dsml import DEEPSEEK_V41 as DEEPSEEK_V41
 from agentkit.parsing.tools.glm import GLM45 as GLM45
 from agentkit.parsing.tools.glm import GLM47 as GLM47
 from agentkit.parsing.tools.hermes import HERMES as HERMES
@@ -27,6 +28,7 @@ __all__ = [
     "DEEPSEEK_V4",
     "DEEPSEEK_V31",
     "DEEPSEEK_V32",
+    "DEEPSEEK_V41",
     "GLM45",
     "GLM47",
     "HERMES",
@@ -51,6 +53,8 @@ _SYNTAXES: dict[str, ToolSyntax] = {
     "deepseek_v32": DEEPSEEK_V32,
     "deepseek_v3_2": DEEPSEEK_V32,
     "deepseek_v4": DEEPSEEK_V4,
+    "deepseek_v41": DEEPSEEK_V41,
+    "deepseek_v4_1": DEEPSEEK_V41,
     "glm45": GLM45,
     "glm4_5": GLM45,
     "glm4": GLM45,

@@ -1,4 +1,4 @@
-"""DeepSeek's DSML tool calls (DeepSeek-V3.2, DeepSeek-V4), and the invoke/parameter shape.
+"""DeepSeek's DSML tool calls (DeepSeek-V3.2, V4, V4.1), and the invoke/parameter shape.
 
 A DSML section holds one or more calls::
 
@@ -9,10 +9,22 @@ A DSML section holds one or more calls::
     </｜DSML｜invoke>
     </｜DSML｜function_calls>
 
-DeepSeek-V4 writes ``tool_calls`` where V3.2 writes ``function_calls``. A ``string="true"``
+DeepSeek-V4 writes ``tool_calls`` where V3.2 writes ``function_calls``. DeepSeek-V4.1 puts a
+space after the marker in every tag, and names the section ``calls``::
+
+    <｜DSML｜ calls>
+    <｜DSML｜ invoke name="read_file">
+    <｜DSML｜ parameter name="path" string="true">src/a.py</｜DSML｜ parameter>
+    </｜DSML｜ invoke>
+    </｜DSML｜ calls>
+
+(its encoder, ``vllm/tokenizers/deepseek_v41_encoding.py``, and vLLM's ``deepseek_v41``
+parser spell the tags so). Each dialect is its own syntax: one model's tags are plain text to
+another's parser. A ``string="true"``
 value is the argument verbatim (quotes, backslashes and newlines as written, nothing
 unescaped); a ``string="false"`` value is JSON. In DeepSeek's tokenizer ``｜DSML｜`` is one token
-but the tags are not, so a tag may arrive split anywhere: everything is parsed on text.
+but the tags are not (``<`` ``｜DSML｜`` `` calls`` ``>\n``: the ``>`` shares a token with the
+newline after it), so a tag may arrive split anywhere: everything is parsed on text.
 
 MiniMax-M2 uses the same shape with plain tags, so the parser here is generic over the tag
 spelling (:class:`InvokeTags`); :mod:`.minimax_m2` only names its tags.
@@ -44,7 +56,7 @@ from agentkit.parsing.tools._xml_values import (
 )
 from agentkit.transcript import ToolCallBlock
 
-__all__ = ["DEEPSEEK_V4", "DEEPSEEK_V32", "InvokeTags", "InvokeToolSyntax"]
+__all__ = ["DEEPSEEK_V4", "DEEPSEEK_V32", "DEEPSEEK_V41", "InvokeTags", "InvokeToolSyntax"]
 
 _TAG_LIMIT = 512
 """Longest attribute text accepted in an ``invoke`` or ``parameter`` tag."""
@@ -229,8 +241,10 @@ def _attribute(tag_text: str, key: str) -> str | None:
     return None if attributes is None else attributes.get(key)
 
 
-def _dsml(section: str) -> InvokeTags:
-    mark = "｜DSML｜"
+def _dsml(section: str, gap: str = "") -> InvokeTags:
+    """DSML tags: ``<｜DSML｜{gap}{name}``, ``gap`` being what follows the marker (V4.1: a
+    space)."""
+    mark = f"｜DSML｜{gap}"
     return InvokeTags(
         start=f"<{mark}{section}>",
         end=f"</{mark}{section}>",
@@ -244,3 +258,4 @@ def _dsml(section: str) -> InvokeTags:
 
 DEEPSEEK_V32 = InvokeToolSyntax("deepseek_v32", _dsml("function_calls"))
 DEEPSEEK_V4 = InvokeToolSyntax("deepseek_v4", _dsml("tool_calls"))
+DEEPSEEK_V41 = InvokeToolSyntax("deepseek_v41", _dsml("calls", gap=" "))
