@@ -398,6 +398,33 @@ _family(
     tokenizer="openai/gpt-oss-20b",
     patterns=("*gpt-oss*",),
     extra_specials=("<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>"),
+    reference=(
+        "OpenAI's Harmony renderer (PyPI openai-harmony 0.0.8, HARMONY_GPT_OSS, "
+        "render_conversation_for_completion) given the conversation as vLLM's gpt-oss serving "
+        "builds it (calls with content type json); also the model's chat_template (llama.cpp "
+        "models/templates/openai-gpt-oss-120b.jinja @ b204a5a2)"
+    ),
+    deviations=(
+        "The system message's date is fixed (Current date: 2025-08-05, HarmonyTemplate.date): "
+        "the template writes the day it renders on and vLLM today's date, which would change "
+        "the prompt's first tokens every day.",
+        "Analysis before the last final answer is dropped (drop_on_plain_turns), as Harmony's "
+        "guide, vLLM and the template do. The harmony library's own auto_drop_analysis drops "
+        "it only before the first final answer, and only when the last assistant message is a "
+        "final answer, so it keeps the analysis of later tasks. One case differs from the "
+        "guide: a user message after tool results, before any final answer (only a client "
+        "writes that), ends the task here and drops its analysis; Harmony keeps it.",
+        "A generated turn is replayed as the model wrote it (its call headers are "
+        "<|channel|>commentary to=functions.NAME <|constrain|>json, not history's "
+        "assistant to=functions.NAME<|channel|>commentary json), and a final answer the model "
+        "ended with <|return|> is closed with history's <|end|>: the one token where the next "
+        "prompt departs from the previous prompt + output.",
+        "Where the template and Harmony differ, agentkit writes Harmony's form: every call of "
+        "an assistant message (the template writes the first only), tool outputs verbatim "
+        "(the template JSON-quotes them), a preamble as a commentary message (the template "
+        "makes it analysis, and refuses it beside reasoning), Harmony's TypeScript for nested "
+        "objects and enums, and no \\n\\n after instructions without tools.",
+    ),
 )
 _family(
     "llama3",
