@@ -364,6 +364,21 @@ _family(
     context_window=262_144,
     tokenizer="moonshotai/Kimi-K2-Thinking",
     patterns=("*kimi-k2*",),
+    reference=(
+        "moonshotai/Kimi-K2-Thinking chat_template (llama.cpp "
+        "models/templates/moonshotai-Kimi-K2-Thinking.jinja @ 0c3c896e)"
+    ),
+    deviations=(
+        "Call ids that are not Kimi's own functions.NAME:IDX (call_..., toolu_... from clients "
+        "or other models) are written as functions.NAME:IDX, IDX counting the conversation's "
+        "calls from 0, in the call and in its result; the template writes the id as given, "
+        "and Kimi models imitate foreign ids and lose the call format (their parsers read the "
+        "function name out of the id).",
+        "The template keeps the reasoning of every assistant message after the last one "
+        "without calls; drop_on_plain_turns drops it before the last user message. They "
+        "differ only when a user message follows tool results (a task interrupted before its "
+        "answer): the template keeps that task's reasoning, agentkit drops it.",
+    ),
 )
 _family(
     "glm-4.5",
@@ -373,22 +388,46 @@ _family(
     tokenizer="zai-org/GLM-4.5",
     patterns=("*glm-4.5*", "*glm-4.6*"),
     aliases=("glm-4.6",),
+    thinking_switch=True,
+    reference=(
+        "zai-org/GLM-4.6 chat_template (llama.cpp models/templates/GLM-4.6.jinja @ 1920345c), "
+        "GLM-4.5's format"
+    ),
 )
 _family(
     "glm-4.7",
-    "GLM-4.7: reasoning opened by the prompt and kept (preserved thinking), compact calls.",
-    replay="keep_all",
+    "GLM-4.7: reasoning opened by the prompt, compact calls; replay='keep_all' is the "
+    "template's preserved thinking (clear_thinking=False).",
+    replay="drop_on_plain_turns",
     context_window=202_752,
     tokenizer="zai-org/GLM-4.7",
     patterns=("*glm-4.7*",),
+    thinking_switch=True,
+    reference=(
+        "zai-org/GLM-4.7-Flash chat_template (llama.cpp models/templates/GLM-4.7-Flash.jinja "
+        "@ 566059a2; GLM-4.7's own template was not found), with its default clear_thinking; "
+        "replay='keep_all' is checked against it with clear_thinking=False"
+    ),
 )
 _family(
     "minimax-m2",
-    "MiniMax-M2: interleaved thinking kept in place, <minimax:tool_call> XML calls.",
-    replay="keep_all",
+    "MiniMax-M2: reasoning opened by the prompt and kept within a task, <minimax:tool_call> "
+    "XML calls.",
+    replay="drop_on_plain_turns",
     context_window=196_608,
     tokenizer="MiniMaxAI/MiniMax-M2",
     patterns=("*minimax-m2*",),
+    reference=(
+        "MiniMaxAI/MiniMax-M2 chat_template (llama.cpp models/templates/MiniMax-M2.jinja "
+        "@ 1920345c)"
+    ),
+    deviations=(
+        "A system message after the first is written as a user turn (]~b]user); the template "
+        "leaves it out of the prompt.",
+        "Only with Agent(replay='keep_all'), an opt-in: the reasoning of earlier tasks stays "
+        "in place (<think>\\n...\\n</think>\\n\\n before the content), which the template "
+        "drops before the last user message.",
+    ),
 )
 _family(
     "gpt-oss",

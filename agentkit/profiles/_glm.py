@@ -20,7 +20,7 @@ returns the stop token among the generated ids, the incremental prompt must not 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from agentkit.parsing import get_tool_syntax
@@ -32,7 +32,7 @@ from agentkit.profiles._family_common import (
     tool_results,
 )
 from agentkit.profiles._profile import ToolSpec
-from agentkit.transcript import Message, ReasoningBlock, ToolCallBlock
+from agentkit.transcript import Message, ReasoningBlock, ToolCallBlock, Transcript
 
 __all__ = ["GLM_STOPS", "GlmTemplate"]
 
@@ -60,12 +60,34 @@ _TOOLS_TAIL_47 = (
 class GlmTemplate(FamilyTemplate):
     """GLM-4.5/4.6 (``version="4.5"``) or GLM-4.7 (``version="4.7"``).
 
-    With ``thinking=False``, GLM-4.5 user turns end with ``/nothink`` and the generation prompt
-    with ``\\n<think></think>``; GLM-4.7's generation prompt ends with ``</think>``.
+    With ``thinking=False`` (here, or for one request: the templates' ``enable_thinking=False``),
+    GLM-4.5 user turns end with ``/nothink`` and the generation prompt with
+    ``\\n<think></think>``; GLM-4.7's generation prompt ends with ``</think>``.
     """
 
     version: Literal["4.5", "4.7"]
     thinking: bool = True
+
+    def render(
+        self,
+        transcript: Transcript,
+        tools: Sequence[ToolSpec],
+        *,
+        add_generation_prompt: bool = True,
+        thinking: bool = True,
+    ) -> str:
+        # A request with thinking off renders every turn as the template does with
+        # enable_thinking=False (GLM-4.5 marks each user turn with /nothink).
+        template = self if thinking else replace(self, thinking=False)
+        return FamilyTemplate.render(
+            template, transcript, tools, add_generation_prompt=add_generation_prompt
+        )
+
+    def render_continuation(
+        self, transcript: Transcript, start: int, *, thinking: bool = True
+    ) -> str:
+        template = self if thinking else replace(self, thinking=False)
+        return FamilyTemplate.render_continuation(template, transcript, start)
 
     @property
     def _nl(self) -> str:
