@@ -353,3 +353,33 @@ def test_minimax_value_with_parameter_end_is_an_error_the_model_sees() -> None:
     assert write.error is not None
     assert write.raw is not None
     assert "He said" in write.raw
+
+
+@pytest.mark.parametrize(("profile", "gap"), [(GLM45, "\n"), (GLM47, "")], ids=_case_id)
+def test_glm_thinking_off_prompts_grow_incrementally(profile: Profile, gap: str) -> None:
+    """With thinking off for the request, the prompt after a generated turn is the previous
+    prompt (ending with the thinking-off generation prompt), the model's text and the new
+    messages: the template's enable_thinking=False form throughout."""
+    off = next(c for c in conversations_for(profile) if c.name == "plain exchanges (thinking off)")
+    messages = list(off.transcript.messages)
+    generated = [
+        Message(role="assistant", content=[TextBlock(text=m.text, raw=gap + m.text)])
+        if m.role == "assistant"
+        else m
+        for m in messages
+    ]
+    transcript = Transcript(messages=generated)
+    template = profile.template
+    n = len(generated) - 1  # after the last generated turn
+    prefix = Transcript(messages=generated[: n - 1])
+    raw = generated[n - 1].raw
+    assert raw is not None
+    whole = template.render(transcript, off.tools, thinking=False)
+    assert whole == (
+        template.render(prefix, off.tools, thinking=False)
+        + raw
+        + template.assistant_end
+        + template.render_continuation(transcript, n, thinking=False)
+    )
+    reference = jinja_reference(REFERENCES[profile.name])
+    _assert_equal(reference(off), whole)
