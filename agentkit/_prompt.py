@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agentkit._control_tokens import ControlTokenGuard, guard_for
 from agentkit.errors import ConfigurationError, ContextWindowExceeded
 from agentkit.profiles import (
     IncrementalTemplate,
@@ -99,11 +100,14 @@ class PromptBuilder:
     ) -> None:
         self._profile = profile
         self._thinking = thinking
-        self._tools = tools
         self.policy: ReplayPolicy = check_replay_policy(profile, replay or profile.replay)
         self._reserve = reserve_tokens
         encode = getattr(engine, "encode", None)
         self._encode: Callable[[str], list[int]] | None = encode if callable(encode) else None
+        self._guard: ControlTokenGuard | None = guard_for(engine, self._encode)
+        """Keeps control-token strings in content from becoming control tokens (where the
+        engine tokenizes and names its control tokens)."""
+        self._tools = self._guard.escape_tools(tools) if self._guard is not None else tools
         template = profile.template
         self._template: IncrementalTemplate | None = None
         self._stops: list[tuple[str, list[int]]] = []
@@ -137,7 +141,9 @@ class PromptBuilder:
 
     def next_prompt(self, transcript: Transcript) -> Prompt:
         """The next prompt for ``transcript`` (compacted if it would not fit the window)."""
-        dropped = frozenset(dropped_reasoning(transcript, self.policy) | self._compacted)
+        dropped = frozenset(
+            dropped_reasoning(transcript, self.policy, tools=bool(self._tools)) | self._compacted
+        )
         rebuilt = self._why_rebuild(dropped)
         if rebuilt is None:
             prompt = self._extend(transcript)
@@ -212,10 +218,13 @@ class PromptBuilder:
         assert self._encode is not None
         assert self._text is not None
         assert self._ids is not None
+        view = transcript
+        if self._guard is not None:
+            view = self._guard.escape_transcript(transcript, self._covered)
         continuation = self._template.render_continuation(
-            transcript, self._covered, thinking=self._thinking
+            view, self._covered, thinking=self._thinking
         )
-        text = "".join((self._text, self._recorded_text, continuation))
+        text = "".join((self._text, self._recorded_text, self._unescape(continuation)))
         rest = self._pending + continuation
         generated = self._recorded_ids
         why = None
@@ -231,12 +240,17 @@ class PromptBuilder:
                     f"the chat template closes the turn with {rest[:12]!r}, not the "
                     f"{string!r} the model stopped with"
                 )
-        return Prompt(text, [*self._ids, *generated, *self._encode(rest)], why)
+        return Prompt(text, [*self._ids, *generated, *self._encode_text(rest)], why)
 
     def _render(self, transcript: Transcript, dropped: frozenset[int], why: str) -> Prompt:
         view = replay_view(transcript, dropped, self._removed_outputs)
-        text = self._profile.template.render(view, self._tools, thinking=self._thinking)
-        ids, note = self._encode_rendered(text, view) if self._encode is not None else (None, None)
+        if self._guard is not None:
+            view = self._guard.escape_transcript(view)
+        rendered = self._profile.template.render(view, self._tools, thinking=self._thinking)
+        ids, note = (
+            self._encode_rendered(rendered, view) if self._encode is not None else (None, None)
+        )
+        text = self._unescape(rendered)
         if why == "first prompt":
             why_text = note
             if dropped:
@@ -256,7 +270,7 @@ class PromptBuilder:
         text departs from a turn's output (a stop token the template writes differently)."""
         assert self._encode is not None
         if self._template is None:
-            return list(self._encode(text)), None
+            return self._encode_text(text), None
         ids: list[int] = []
         note = None
         pos = 0
@@ -266,9 +280,9 @@ class PromptBuilder:
                 continue
             start = text.find(raw, pos) if raw else -1
             if start < 0:
-                return list(self._encode(text)), None  # not replayed verbatim: encode it all
+                return self._encode_text(text), None  # not replayed verbatim: encode it all
             generated = list(message.token_ids)
-            ids += self._encode(text[pos:start])
+            ids += self._encode_text(text[pos:start])
             pos = start + len(raw)
             stop = self._generated_stop(generated)
             if stop is not None:
@@ -282,8 +296,18 @@ class PromptBuilder:
                         f"not the {string!r} the model stopped with"
                     )
             ids += generated
-        ids += self._encode(text[pos:])
+        ids += self._encode_text(text[pos:])
         return ids, note
+
+    def _encode_text(self, rendered: str) -> list[int]:
+        """Ids of rendered text: only the template's markers become control tokens."""
+        if self._guard is not None:
+            return self._guard.encode(rendered)
+        assert self._encode is not None
+        return list(self._encode(rendered))
+
+    def _unescape(self, rendered: str) -> str:
+        return self._guard.unescape(rendered) if self._guard is not None else rendered
 
     def _limit(self) -> int | None:
         window = self._profile.context_window

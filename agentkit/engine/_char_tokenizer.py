@@ -27,6 +27,11 @@ class CharTokenizer:
         pattern = "(" + "|".join(map(re.escape, ordered)) + ")"
         self._split = re.compile(pattern) if ordered else None
 
+    @property
+    def control_tokens(self) -> frozenset[str]:
+        """The special tokens: the strings that encode as one id."""
+        return frozenset(self._ids)
+
     def encode(self, text: str) -> list[int]:
         if self._split is None:
             return [ord(c) for c in text]

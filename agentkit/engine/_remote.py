@@ -35,6 +35,7 @@ from typing import Any, Literal
 import anyio
 import httpx
 
+from agentkit._control_tokens import tokenizer_control_tokens
 from agentkit._logging import get_logger
 from agentkit.engine._base import FinishReason, GenerationChunk, GenerationRequest, Usage
 from agentkit.engine._replicas import Replica, ReplicaSet, session_key
@@ -178,6 +179,7 @@ class RemoteEngine:
             self.encode: Callable[[str], list[int]] = _encoder(tokenizer)
             self.decode: Callable[[Sequence[int]], str] = _decoder(tokenizer)
             self._special_ids = _special_token_ids(tokenizer)
+            self.control_tokens: frozenset[str] = tokenizer_control_tokens(tokenizer)
 
     # -- lifecycle --------------------------------------------------------------------------
 

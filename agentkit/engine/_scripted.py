@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import anyio
 
+from agentkit._control_tokens import tokenizer_control_tokens
 from agentkit._sequences import common_prefix_len
 from agentkit.engine._base import FinishReason, GenerationChunk, GenerationRequest, Usage
 from agentkit.engine._char_tokenizer import CharTokenizer
@@ -164,6 +165,12 @@ class TokenizedScriptedEngine(ScriptedEngine):
         self.tokenizer = tokenizer or CharTokenizer([*specials, *([stop] if stop else [])])
         self._stop_ids = self.tokenizer.encode(stop) if stop else []
         self._history: list[list[int]] = []
+
+    @property
+    def control_tokens(self) -> frozenset[str]:
+        """The strings the tokenizer encodes as one control token (see
+        :mod:`agentkit._control_tokens`)."""
+        return tokenizer_control_tokens(self.tokenizer)
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text)

@@ -28,6 +28,7 @@ from typing import Any
 
 import anyio
 
+from agentkit._control_tokens import tokenizer_control_tokens
 from agentkit._logging import get_logger
 from agentkit.engine._base import FinishReason, GenerationChunk, GenerationRequest, Usage
 from agentkit.errors import AgentkitError, ConfigurationError, EngineError
@@ -259,6 +260,7 @@ class VLLMEngine:
         self._tokenizer_name = tokenizer or model
         self._llm: Any = None
         self._tokenizer: Any = None
+        self._control_tokens: frozenset[str] | None = None
         self._defaults: dict[str, Any] = {}
         self._special_ids: dict[str, int] = {}
         self._in_flight: set[str] = set()
@@ -378,6 +380,14 @@ class VLLMEngine:
         if self._tokenizer is None:
             self._tokenizer = _load_tokenizer(self._tokenizer_name, self.engine_args)
         return self._tokenizer
+
+    @property
+    def control_tokens(self) -> frozenset[str]:
+        """The vocabulary's added tokens: only the template may write them (see
+        :mod:`agentkit._control_tokens`)."""
+        if self._control_tokens is None:
+            self._control_tokens = tokenizer_control_tokens(self.tokenizer)
+        return self._control_tokens
 
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text``, adding no special tokens (prompts already hold theirs)."""
