@@ -1,9 +1,13 @@
 """GLM-4.5/4.6 and GLM-4.7 prompts (``[gMASK]<sop>``, ``<|system|>``, ``<|user|>``,
 ``<|assistant|>``, ``<|observation|>``).
 
-Sources: the ``chat_template.jinja`` of zai-org/GLM-4.5 (llama.cpp keeps a copy as
-``models/templates/glm_4_5.jinja``) and of zai-org/GLM-4.7 (read from a copy quoted in a
-third-party formatter; not confirmed against the model repository itself).
+Sources: the ``chat_template.jinja`` of zai-org/GLM-4.6 (GLM-4.5's format; llama.cpp keeps it
+as ``models/templates/GLM-4.6.jinja``) and of GLM-4.7-Flash (``GLM-4.7-Flash.jinja``; GLM-4.7's
+own was not found). The conformance tests compare the prompts with both.
+
+Both templates write reasoning back only after the last user message: the profiles' default
+replay is ``drop_on_plain_turns``. GLM-4.7's template keeps all of it with
+``clear_thinking=False`` (the model's "preserved thinking"), which is ``replay="keep_all"``.
 
 GLM-4.5 writes ``<|role|>\\n`` and newlines between the parts of an assistant turn
 (``\\n<think>...</think>\\n content \\n<tool_call>...``); its generation prompt is a bare

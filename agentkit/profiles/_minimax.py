@@ -1,11 +1,16 @@
 """MiniMax-M2 prompts (``]~!b[``, ``]~b]system``, ``]~b]user``, ``]~b]ai``, ``]~b]tool``,
 ``[e~[``).
 
-Source: MiniMaxAI/MiniMax-M2's ``chat_template.jinja`` as llama.cpp keeps it (Unsloth's copy,
-``models/templates/unsloth-MiniMax-M2.jinja``, which changes only how the template splits
+Source: MiniMaxAI/MiniMax-M2's ``chat_template.jinja`` as llama.cpp keeps it
+(``models/templates/MiniMax-M2.jinja``; Unsloth's copy changes only how the template splits
 ``</think>`` out of a content string). The generation prompt is ``]~b]ai\\n<think>\\n``: the model
-starts inside the reasoning block, and a history turn with reasoning is written
+starts inside the reasoning block, and a turn with reasoning is written
 ``<think>\\nREASONING\\n</think>\\n\\n`` + content + ``\\n<minimax:tool_call>...``.
+
+The template writes reasoning back only after the last user message (within the current task):
+the profile's default replay is ``drop_on_plain_turns``; ``replay="keep_all"`` is an opt-in that
+keeps earlier tasks' reasoning in the same form, which the template never writes. A system
+message after the first, which the template leaves out, is written as a user turn.
 """
 
 from __future__ import annotations
@@ -86,7 +91,7 @@ class MiniMaxM2Template(FamilyTemplate):
             if message.role == "assistant":
                 out.append(f"]~b]ai\n{self._assistant(message)}{END}\n")
             else:
-                # A later system message has no role of its own in the template: user's.
+                # A later system message: the template leaves it out; written as user's.
                 out.append(f"]~b]user\n{message.text}{END}\n")
             i += 1
 
