@@ -79,7 +79,9 @@ def instantiate(node: dict[str, Any], calls: list[tuple[str, dict[str, Any]]], t
         assert not any(x in text for x in node["excludes"])
         return text
     if kind == "regex":
-        return {"[0-9]{1,3}": "0", r"\s{0,4}": "\n\n"}[node["pattern"]]
+        return {"[0-9]{1,3}": "0", "[a-zA-Z0-9_-]{1,64}": "a1B2c3D4e", r"\s{0,4}": "\n\n"}[
+            node["pattern"]
+        ]
     if kind == "tags_with_separator":
         assert node["at_least_one"]
         by_begin = {tag["begin"]: tag for tag in node["tags"]}

@@ -42,7 +42,8 @@ class CallShape:
 
     A section is ``section_begin``, calls joined by ``separator``, ``section_end``; a call is
     ``begin`` (``{name}`` replaced by the tool's name), an optional call index (Kimi K2's
-    ``functions.NAME:IDX``) followed by ``after_index``, the arguments in ``style``, ``end``.
+    ``functions.NAME:IDX``, Mistral v11's ``[CALL_ID]ID``: ``index_pattern``) followed by
+    ``after_index``, the arguments in ``style``, ``end``.
     """
 
     begin: str
@@ -53,6 +54,7 @@ class CallShape:
     separator: str = ""
     indexed: bool = False
     after_index: str = ""
+    index_pattern: str = "[0-9]{1,3}"
 
 
 _DEEPSEEK_SECTION = ("<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>")
@@ -124,6 +126,15 @@ _SHAPES: dict[str, CallShape] = {
         section_end="</minimax:tool_call>",
     ),
     "mistral": CallShape(begin="[TOOL_CALLS]{name}[ARGS]", end=""),
+    # v11 models write their own call id (nine letters and digits); rendered history may carry
+    # other ids, so the pattern admits what the parser reads, bounded.
+    "mistral_v11": CallShape(
+        begin="[TOOL_CALLS]{name}[CALL_ID]",
+        end="",
+        indexed=True,
+        after_index="[ARGS]",
+        index_pattern="[a-zA-Z0-9_-]{1,64}",
+    ),
     "mistral_legacy": CallShape(
         begin='{{"name": "{name}", "arguments": ',
         end="}",
@@ -201,7 +212,7 @@ def _call(shape: CallShape, name: str, schema: JSONSchema, max_whitespace: int |
         content = {
             "type": "sequence",
             "elements": [
-                {"type": "regex", "pattern": "[0-9]{1,3}"},
+                {"type": "regex", "pattern": shape.index_pattern},
                 *_const(shape.after_index),
                 arguments,
             ],

@@ -474,14 +474,59 @@ _family(
     patterns=("*llama-3*", "*llama3*"),
     extra_specials=("<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>"),
 )
+_MISTRAL_SPECIALS = (
+    "<s>",
+    "[INST]",
+    "[/INST]",
+    "[SYSTEM_PROMPT]",
+    "[/SYSTEM_PROMPT]",
+    "[AVAILABLE_TOOLS]",
+    "[/AVAILABLE_TOOLS]",
+    "[ARGS]",
+    "[TOOL_RESULTS]",
+    "[/TOOL_RESULTS]",
+)
+# Served names decide the version: Mistral Small 3.2 and Magistral Small 2506 ship tokenizer
+# v11; Magistral Small 2507 and later and Devstral Small 2507 ship v13 (the longest matching
+# pattern wins, so "*magistral-small-2506*" beats "*magistral*").
 _family(
-    "mistral",
-    "Mistral (v11 tokenizer): [THINK] reasoning, [TOOL_CALLS]name[ARGS]{...} calls.",
+    "mistral-v11",
+    "Mistral tokenizer v11 (Mistral Small 3.2, Magistral Small 2506): "
+    "[TOOL_CALLS]name[CALL_ID]id[ARGS]{...} calls, no reasoning markup.",
     replay="keep_all",
     context_window=131_072,
     tokenizer="mistralai/Mistral-Small-3.2-24B-Instruct-2506",
-    patterns=("*mistral*", "*magistral*", "*devstral*"),
-    extra_specials=("<s>", "[INST]", "[/INST]", "[TOOL_RESULTS]", "[/TOOL_RESULTS]"),
+    patterns=("*mistral*", "*magistral-small-2506*"),
+    aliases=("mistral",),
+    extra_specials=(*_MISTRAL_SPECIALS, "[CALL_ID]", "[TOOL_CONTENT]"),
+    reference=(
+        "mistral-common==1.13.1, tokenizer v11 (InstructTokenizerV11 after its request "
+        "normalizer, the encoder vLLM runs); llama.cpp models/templates/"
+        "Mistral-Small-3.2-24B-Instruct-2506.jinja @ 901e20bb agrees wherever it can express "
+        "the conversation"
+    ),
+    deviations=(
+        "[AVAILABLE_TOOLS] is written before the first user message; v11 writes it before "
+        "the last one. The block would move at every new user message, so the prompt would "
+        "stop extending the last one there and everything since the previous user message "
+        "(a whole tool loop) would be prefilled again; v13, the same models' next format, "
+        "moved it to the first user message for that reason. Conversations with one user "
+        "message are unchanged.",
+    ),
+)
+_family(
+    "mistral-v13",
+    "Mistral tokenizer v13 (Magistral Small 2507+, Devstral Small 2507): [THINK] reasoning, "
+    "[TOOL_CALLS]name[ARGS]{...} calls.",
+    replay="keep_all",
+    context_window=131_072,
+    tokenizer="mistralai/Magistral-Small-2507",
+    patterns=("*magistral*", "*devstral*"),
+    extra_specials=_MISTRAL_SPECIALS,
+    reference=(
+        "mistral-common==1.13.1, tokenizer v13 (InstructTokenizerV13 after its request "
+        "normalizer, the encoder vLLM runs)"
+    ),
 )
 _family(
     "generic",

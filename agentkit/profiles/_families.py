@@ -39,7 +39,8 @@ FAMILY_TEMPLATES: dict[str, ChatTemplate] = {
     "minimax-m2": MiniMaxM2Template(),
     "gpt-oss": HarmonyTemplate(),
     "llama3": Llama3Template(),
-    "mistral": MistralTemplate(),
+    "mistral-v11": MistralTemplate("v11"),
+    "mistral-v13": MistralTemplate("v13"),
     "generic": ChatMLTemplate(get_tool_syntax("hermes"), hermes_tools_section),
 }
 
@@ -54,7 +55,8 @@ FAMILY_STOPS: dict[str, tuple[str, ...]] = {
     "minimax-m2": ("[e~[",),
     "gpt-oss": HARMONY_STOPS,
     "llama3": ("<|eot_id|>", "<|eom_id|>"),
-    "mistral": ("</s>",),
+    "mistral-v11": ("</s>",),
+    "mistral-v13": ("</s>",),
     "generic": (IM_END,),
 }
 
@@ -70,6 +72,8 @@ FAMILY_FORMATS: dict[str, tuple[str | None, str | None]] = {
     "minimax-m2": ("deepseek_r1", "minimax_m2"),
     "gpt-oss": ("harmony", "harmony"),
     "llama3": (None, "llama3_json"),
-    "mistral": ("mistral", "mistral"),
+    # v11 has no reasoning form; v13 writes [THINK]...[/THINK].
+    "mistral-v11": (None, "mistral_v11"),
+    "mistral-v13": ("mistral", "mistral"),
     "generic": ("think", "hermes"),
 }

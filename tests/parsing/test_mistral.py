@@ -1,5 +1,6 @@
-"""Mistral ``[TOOL_CALLS]`` (pre-v11 JSON arrays and v11+ ``NAME[ARGS]{json}``) with ``[THINK]``
-reasoning: a corpus under every split, malformed calls, render/parse round trips."""
+"""Mistral ``[TOOL_CALLS]`` (pre-v11 JSON arrays, v11 ``NAME[CALL_ID]ID[ARGS]{json}``, v13
+``NAME[ARGS]{json}``) with ``[THINK]`` reasoning: a corpus under every split, malformed calls,
+render/parse round trips."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ from hypothesis import strategies as st
 from agentkit.parsing import render_blocks
 from agentkit.parsing._json_stream import JsonObjectScanner
 from agentkit.parsing.reasoning.markers import MISTRAL as THINK
-from agentkit.parsing.tools.mistral import MISTRAL, MISTRAL_LEGACY
+from agentkit.parsing.tools.mistral import MISTRAL, MISTRAL_LEGACY, MISTRAL_V11
 from agentkit.transcript import ToolCallBlock
 
 MAKE = factory(THINK, MISTRAL)
@@ -68,6 +69,16 @@ CORPUS: dict[str, tuple[str, list[dict[str, Any]]]] = {
     "v11 with call ids": (
         v11("a", {"x": 1}, "abc123def") + v11("b", {}, "Z9y8X7w6V"),
         [tool_call("a", {"x": 1}), tool_call("b", {})],
+    ),
+    "v11 text, then calls with ids and tricky arguments": (
+        "Checking."
+        + v11("get_weather", {"city": "Paris"}, "a1B2c3D4e")
+        + v11("write", TRICKY, "Z9y8X7w6V"),
+        [
+            text_block("Checking."),
+            tool_call("get_weather", {"city": "Paris"}),
+            tool_call("write", TRICKY),
+        ],
     ),
     "v11 without [ARGS]": ('[TOOL_CALLS]lookup{"id": 7}', [tool_call("lookup", {"id": 7})]),
     "v11 tricky arguments": (v11("write", TRICKY), [tool_call("write", TRICKY)]),
@@ -183,7 +194,9 @@ def test_missing_array_close_is_forgiven() -> None:
 CALLS = call_lists(st.from_regex(r"[a-zA-Z_][a-zA-Z0-9_.\-]{0,11}", fullmatch=True))
 
 
-@pytest.mark.parametrize("syntax", [MISTRAL, MISTRAL_LEGACY], ids=["v11", "legacy"])
+@pytest.mark.parametrize(
+    "syntax", [MISTRAL, MISTRAL_V11, MISTRAL_LEGACY], ids=["v13", "v11", "legacy"]
+)
 @settings(max_examples=40, deadline=None)
 @given(blocks=CALLS, seed=st.integers(0, 2**32))
 def test_render_then_parse_is_identity(syntax: Any, blocks: list[Any], seed: int) -> None:
@@ -192,10 +205,47 @@ def test_render_then_parse_is_identity(syntax: Any, blocks: list[Any], seed: int
     assert content(parsed) == content(blocks)
 
 
+CALL_IDS = st.from_regex(r"[a-zA-Z0-9]{9}", fullmatch=True)
+
+
+@settings(max_examples=40, deadline=None)
+@given(blocks=CALLS, ids=st.lists(CALL_IDS, min_size=8, max_size=8), seed=st.integers(0, 2**32))
+def test_v11_render_then_parse_keeps_the_call_ids(
+    blocks: list[Any], ids: list[str], seed: int
+) -> None:
+    """v11 writes each call's id after [CALL_ID]; the parser gives the call that id back, so a
+    result written later answers the id the model wrote."""
+    numbered = iter(ids)
+    blocks = [
+        b.model_copy(update={"id": next(numbered)}) if isinstance(b, ToolCallBlock) else b
+        for b in blocks
+    ]
+    output = render_blocks(blocks, THINK, MISTRAL_V11)
+    parsed = check(factory(THINK, MISTRAL_V11), output, seeded_splits(output, seed))
+    assert [b.id for b in parsed if isinstance(b, ToolCallBlock)] == [
+        b.id for b in blocks if isinstance(b, ToolCallBlock)
+    ]
+
+
+def test_v11_call_under_every_split() -> None:
+    output = "Sure." + v11("lookup", {"key": "a]}[ARGS]"}, "a1B2c3D4e") + v11("now", {}, "x")
+    for cut in range(len(output) + 1):
+        for second in range(cut, len(output) + 1, 7):
+            chunks = [output[:cut], output[cut:second], output[second:]]
+            blocks = check(MAKE, output, [c for c in chunks if c])
+            assert [b.id for b in calls(blocks)] == ["a1B2c3D4e", "x"]
+
+
 def test_render_forms() -> None:
     block = ToolCallBlock(id="x", name="f", arguments={"s": "é"})
     assert MISTRAL.render([block, block]) == '[TOOL_CALLS]f[ARGS]{"s": "é"}' * 2
+    assert MISTRAL_V11.render([block]) == '[TOOL_CALLS]f[CALL_ID]x[ARGS]{"s": "é"}'
     assert MISTRAL_LEGACY.render([block]) == '[TOOL_CALLS] [{"name": "f", "arguments": {"s": "é"}}]'
+    assert (MISTRAL.name, MISTRAL_V11.name, MISTRAL_LEGACY.name) == (
+        "mistral",
+        "mistral_v11",
+        "mistral_legacy",
+    )
 
 
 def test_reasoning_syntax() -> None:

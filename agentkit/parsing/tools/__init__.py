@@ -18,6 +18,7 @@ from agentkit.parsing.tools.llama3 import LLAMA3_JSON as LLAMA3_JSON
 from agentkit.parsing.tools.minimax_m2 import MINIMAX_M2 as MINIMAX_M2
 from agentkit.parsing.tools.mistral import MISTRAL as MISTRAL
 from agentkit.parsing.tools.mistral import MISTRAL_LEGACY as MISTRAL_LEGACY
+from agentkit.parsing.tools.mistral import MISTRAL_V11 as MISTRAL_V11
 from agentkit.parsing.tools.nemotron import NEMOTRON_DECI as NEMOTRON_DECI
 from agentkit.parsing.tools.pythonic import PYTHONIC as PYTHONIC
 from agentkit.parsing.tools.qwen3_coder import QWEN3_CODER as QWEN3_CODER
@@ -37,6 +38,7 @@ __all__ = [
     "MINIMAX_M2",
     "MISTRAL",
     "MISTRAL_LEGACY",
+    "MISTRAL_V11",
     "NEMOTRON_DECI",
     "PYTHONIC",
     "QWEN3_CODER",
@@ -69,6 +71,7 @@ _SYNTAXES: dict[str, ToolSyntax] = {
     "minimax": MINIMAX_M2,
     "mistral": MISTRAL,
     "mistral_legacy": MISTRAL_LEGACY,
+    "mistral_v11": MISTRAL_V11,
     "nemotron_deci": NEMOTRON_DECI,
     "nemotron": NEMOTRON_DECI,
     "pythonic": PYTHONIC,

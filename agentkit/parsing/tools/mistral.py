@@ -6,9 +6,14 @@ after the marker:
 * tokenizers before v11 (Mistral-7B-Instruct-v0.3, Mixtral-8x22B, Mistral Nemo): one JSON
   array of ``{"name": ..., "arguments": {...}}`` objects (sometimes with an ``"id"``), e.g.
   ``[TOOL_CALLS] [{"name": "f", "arguments": {"a": 1}}]``;
-* v11 and later (Mistral Small 3.1+, Magistral, Devstral): ``[TOOL_CALLS]NAME[ARGS]{json}``,
-  optionally ``NAME[CALL_ID]ID[ARGS]{json}``, with ``[TOOL_CALLS]`` repeated before each call.
-  Detokenized text that dropped ``[ARGS]`` (``NAME{json}``) is accepted too.
+* v11 (Mistral Small 3.2, Magistral Small 2506): ``[TOOL_CALLS]NAME[CALL_ID]ID[ARGS]{json}``,
+  the id being the model's own (nine letters and digits), and v13 (Magistral Small 2507+,
+  Devstral Small 2507) without the id: ``[TOOL_CALLS]NAME[ARGS]{json}``; ``[TOOL_CALLS]`` is
+  repeated before each call. Detokenized text that dropped ``[ARGS]`` (``NAME{json}``) is
+  accepted too.
+
+Parsing accepts every form whatever the syntax is called: the syntaxes differ in what they
+render (and in the grammar that forces a call, :mod:`agentkit.parsing._constraints`).
 
 A section ends where its JSON ends (there is no closing marker); the next ``[TOOL_CALLS]``
 opens the next section. When the text after the marker is not a call, the section ends at the
@@ -42,7 +47,7 @@ from agentkit.parsing.tools._json_calls import JsonCallList
 from agentkit.parsing.tools._ledger import RawLedger
 from agentkit.transcript import ToolCallBlock
 
-__all__ = ["MISTRAL", "MISTRAL_LEGACY", "MistralToolSyntax"]
+__all__ = ["MISTRAL", "MISTRAL_LEGACY", "MISTRAL_V11", "MistralToolSyntax"]
 
 TOOL_CALLS = "[TOOL_CALLS]"
 ARGS = "[ARGS]"
@@ -63,34 +68,45 @@ _LIST = 6
 
 
 class MistralToolSyntax(ToolSyntax):
-    """``[TOOL_CALLS]`` + a JSON array of calls, or ``[TOOL_CALLS]NAME[ARGS]{json}``."""
+    """``[TOOL_CALLS]NAME[ARGS]{json}`` (v13), ``[TOOL_CALLS]NAME[CALL_ID]ID[ARGS]{json}``
+    (v11) or ``[TOOL_CALLS]`` + a JSON array of calls (before v11)."""
 
     name = "mistral"
     start_markers = (TOOL_CALLS,)
 
-    def __init__(self, *, legacy: bool = False) -> None:
+    def __init__(self, *, legacy: bool = False, call_ids: bool = False) -> None:
+        if legacy and call_ids:
+            raise ValueError("the pre-v11 array has no [CALL_ID] form")
         self.legacy = legacy
         """Render the pre-v11 JSON array instead of ``NAME[ARGS]{json}``."""
-        self.name = "mistral_legacy" if legacy else "mistral"
+        self.call_ids = call_ids
+        """Render each call's id as v11 does: ``NAME[CALL_ID]ID[ARGS]{json}``."""
+        self.name = "mistral_legacy" if legacy else "mistral_v11" if call_ids else "mistral"
 
     def new_section(self, start_marker: str, schemas: Mapping[str, JSONSchema]) -> ToolSection:
         return _MistralSection()
 
     def render(self, calls: Sequence[ToolCallBlock]) -> str:
+        """The calls as the encoder writes them (mistral-common's instruct tokenizers: the
+        arguments as ``json.dumps(..., ensure_ascii=False)``)."""
         if self.legacy:
             array = [{"name": c.name, "arguments": c.arguments} for c in calls]
             return f"{TOOL_CALLS} {json.dumps(array, ensure_ascii=False)}"
         return "".join(
-            f"{TOOL_CALLS}{c.name}{ARGS}{json.dumps(c.arguments, ensure_ascii=False)}"
+            f"{TOOL_CALLS}{c.name}{f'{CALL_ID}{c.id}' if self.call_ids else ''}{ARGS}"
+            f"{json.dumps(c.arguments, ensure_ascii=False)}"
             for c in calls
         )
 
 
 MISTRAL = MistralToolSyntax()
-"""The v11+ rendering; parsing accepts both generations."""
+"""The v13 rendering (``NAME[ARGS]{json}``); parsing accepts every generation."""
+
+MISTRAL_V11 = MistralToolSyntax(call_ids=True)
+"""The v11 rendering (``NAME[CALL_ID]ID[ARGS]{json}``); parsing accepts every generation."""
 
 MISTRAL_LEGACY = MistralToolSyntax(legacy=True)
-"""The pre-v11 rendering (``[TOOL_CALLS] [{...}]``); parsing accepts both generations."""
+"""The pre-v11 rendering (``[TOOL_CALLS] [{...}]``); parsing accepts every generation."""
 
 
 class _MistralSection(ToolSection):

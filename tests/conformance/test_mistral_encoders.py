@@ -1,0 +1,350 @@
+"""The mistral-v11 and mistral-v13 profiles against mistral-common's encoders (v11, v13) and
+llama.cpp's Mistral-Small-3.2 template (v11).
+
+mistral-common ships only v3 vocabularies; the text of a prompt depends on the version's
+instruct encoder and on the special tokens' strings, not on the vocabulary or the tokens'
+ranks, so the reference reuses ``tekken_240911.json`` with the version set and the v7+
+special tokens. The v11 validator wants nine-character call ids (the standard conversations
+have ``call_1``): the reference normalizes and encodes without it, and one conversation with
+valid ids also goes through the whole validated pipeline.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import mistral_common
+import pytest
+from _references import jinja_reference
+from mistral_common.protocol.instruct.chunk import TextChunk, ThinkChunk
+from mistral_common.protocol.instruct.messages import (
+    AssistantMessage,
+    SystemMessage,
+    ToolMessage,
+    UserMessage,
+)
+from mistral_common.protocol.instruct.normalize import get_normalizer
+from mistral_common.protocol.instruct.request import ChatCompletionRequest
+from mistral_common.protocol.instruct.tool_calls import FunctionCall, Tool, ToolCall
+from mistral_common.protocol.instruct.validator import ValidationMode, get_validator
+from mistral_common.tokens.tokenizers.base import (
+    SpecialTokenPolicy,
+    SpecialTokens,
+    TokenizerVersion,
+)
+from mistral_common.tokens.tokenizers.instruct import (
+    InstructTokenizerV11,
+    InstructTokenizerV13,
+)
+from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
+from mistral_common.tokens.tokenizers.tekken import SpecialTokenInfo, Tekkenizer
+
+from agentkit.profiles import get_profile, profile_for_model
+from agentkit.template_check import (
+    STANDARD_TOOLS,
+    Conversation,
+    Render,
+    conversations_for,
+    first_difference,
+    profile_prompt,
+)
+from agentkit.transcript import (
+    ContentBlock,
+    ReasoningBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    Transcript,
+)
+
+V11 = get_profile("mistral-v11")
+V13 = get_profile("mistral-v13")
+VERSIONS = {"v11": TokenizerVersion.v11, "v13": TokenizerVersion.v13}
+
+
+# --- the reference --------------------------------------------------------------------------
+
+
+def _instruct(version: str) -> InstructTokenizerV11:
+    data = json.loads(
+        (Path(mistral_common.__file__).parent / "data" / "tekken_240911.json").read_text()
+    )
+    specials = list(Tekkenizer.DEPRECATED_SPECIAL_TOKENS)
+    for token in (
+        SpecialTokens.args,
+        SpecialTokens.call_id,
+        SpecialTokens.begin_think,
+        SpecialTokens.end_think,
+    ):
+        specials.append(SpecialTokenInfo(rank=len(specials), token_str=token, is_control=True))
+    config = data["config"]
+    tekken = Tekkenizer(
+        data["vocab"],
+        specials,
+        config["pattern"],
+        config["default_vocab_size"],
+        config["default_num_special_tokens"],
+        VERSIONS[version],
+    )
+    return InstructTokenizerV11(tekken) if version == "v11" else InstructTokenizerV13(tekken)
+
+
+_INSTRUCT = {version: _instruct(version) for version in VERSIONS}
+
+
+def _assistant(blocks: list[ContentBlock]) -> AssistantMessage:
+    chunks: list[TextChunk | ThinkChunk] = []
+    calls = []
+    for block in blocks:
+        if isinstance(block, ReasoningBlock):
+            chunks.append(ThinkChunk(thinking=block.text))
+        elif isinstance(block, TextBlock):
+            chunks.append(TextChunk(text=block.text))
+        elif isinstance(block, ToolCallBlock):
+            arguments = json.dumps(block.arguments, ensure_ascii=False)
+            calls.append(
+                ToolCall(id=block.id, function=FunctionCall(name=block.name, arguments=arguments))
+            )
+    content: Any = chunks
+    if not any(isinstance(c, ThinkChunk) for c in chunks):  # a client's plain string
+        content = "".join(c.text for c in chunks if isinstance(c, TextChunk)) or None
+    return AssistantMessage(content=content, tool_calls=calls or None)
+
+
+def request(conversation: Conversation) -> ChatCompletionRequest:  # type: ignore[type-arg]
+    """The conversation as the OpenAI-style request a client sends (one tool message per
+    result, reasoning as a thinking chunk)."""
+    messages: list[Any] = []
+    for message in conversation.transcript.messages:
+        if message.role == "system":
+            messages.append(SystemMessage(content=message.text))
+        elif message.role == "user":
+            messages.append(UserMessage(content=message.text))
+        elif message.role == "assistant":
+            messages.append(_assistant(message.content))
+        else:
+            messages.extend(
+                ToolMessage(content=r.content, tool_call_id=r.call_id, name=r.name)
+                for r in message.content
+                if isinstance(r, ToolResultBlock)
+            )
+    tools = [Tool.model_validate(dict(t)) for t in conversation.tools] or None
+    return ChatCompletionRequest(messages=messages, tools=tools)
+
+
+def encoder(version: str) -> Render:
+    """mistral-common's prompt text for ``version``: the version's normalizer, then its
+    instruct encoder, decoded with the special tokens kept."""
+    instruct = _INSTRUCT[version]
+
+    def render(conversation: Conversation) -> str:
+        normalized = get_normalizer(VERSIONS[version]).from_chat_completion_request(
+            request(conversation)
+        )
+        tokens = instruct.encode_instruct(normalized).tokens
+        return str(instruct.decode(tokens, special_token_policy=SpecialTokenPolicy.KEEP))
+
+    return render
+
+
+def validated_encoder(version: str) -> Render:
+    """The whole pipeline vLLM runs (validation included)."""
+    instruct = _INSTRUCT[version]
+    tokenizer: Any = MistralTokenizer(
+        instruct,
+        get_validator(VERSIONS[version], mode=ValidationMode.test),
+        get_normalizer(VERSIONS[version]),
+    )
+
+    def render(conversation: Conversation) -> str:
+        tokens = tokenizer.encode_chat_completion(request(conversation)).tokens
+        return str(instruct.decode(tokens, special_token_policy=SpecialTokenPolicy.KEEP))
+
+    return render
+
+
+# --- family-specific conversations ----------------------------------------------------------
+
+
+def _transcript(*messages: tuple[str, str | list[ContentBlock]]) -> Transcript:
+    t = Transcript()
+    for role, content in messages:
+        t.add(role, content)  # type: ignore[arg-type]
+    return t
+
+
+def _result(call: ToolCallBlock, content: str) -> ToolResultBlock:
+    return ToolResultBlock(call_id=call.id, name=call.name, content=content)
+
+
+PARIS = ToolCallBlock(id="a1B2c3D4e", name="lookup", arguments={"key": "Paris"})
+OSLO = ToolCallBlock(id="Z9y8X7w6V", name="lookup", arguments={"key": "Oslo", "limit": 1})
+BARE_TOOL = {"type": "function", "function": {"name": "now", "parameters": {}}}
+
+
+def family_conversations(*, reasoning: bool) -> list[Conversation]:
+    """What the standard set leaves out and the encoders treat in their own way."""
+    think: list[ContentBlock] = [ReasoningBlock(text="Both cities.")] if reasoning else []
+    return [
+        Conversation(
+            "consecutive user messages, a later system message",
+            _transcript(
+                ("system", "Be terse."),
+                ("user", "First part."),
+                ("user", "Second part."),
+                ("assistant", [TextBlock(text="Noted.  ")]),
+                ("system", "Now answer in French."),
+                ("user", "Go on."),
+            ),
+        ),
+        Conversation(
+            "two system messages before the first user message, a tool without a description",
+            _transcript(("system", "One."), ("system", "Two."), ("user", "Hi.")),
+            (*STANDARD_TOOLS, BARE_TOOL),
+        ),
+        Conversation(
+            "results in another order than the calls",
+            _transcript(
+                ("user", "Paris and Oslo?"),
+                ("assistant", [*think, PARIS, OSLO]),
+                ("tool", [_result(OSLO, "5C")]),
+                ("tool", [_result(PARIS, "20C")]),
+            ),
+            STANDARD_TOOLS,
+        ),
+    ]
+
+
+VALID_IDS = Conversation(
+    "nine-character ids, a system message, calls without text",
+    _transcript(
+        ("system", "Be terse."),
+        ("user", "Paris and Oslo?"),
+        ("assistant", [PARIS, OSLO]),
+        ("tool", [_result(PARIS, "20C")]),
+        ("tool", [_result(OSLO, "5C")]),
+        ("assistant", [TextBlock(text="Paris 20C, Oslo 5C.")]),
+        ("user", "Thanks. Rome?"),
+    ),
+    STANDARD_TOOLS,
+)
+"""What llama.cpp's template can express: it wants nine-character ids, puts its own default
+system prompt where there is none, and drops the text of a message with calls."""
+
+
+def _ids(conversations: list[Conversation]) -> list[Any]:
+    return [pytest.param(c, id=c.name) for c in conversations]
+
+
+# --- v13 ------------------------------------------------------------------------------------
+
+V13_CONVERSATIONS = [*conversations_for(V13), *family_conversations(reasoning=True), VALID_IDS]
+
+
+@pytest.mark.parametrize("conversation", _ids(V13_CONVERSATIONS))
+def test_v13_prompts_equal_the_encoder(conversation: Conversation) -> None:
+    expected = encoder("v13")(conversation)
+    difference = first_difference(expected, profile_prompt(V13, conversation))
+    assert difference is None, difference.describe(expected="encoder")
+
+
+def test_v13_has_no_deviations() -> None:
+    assert V13.deviations == ()
+    assert V13.reasoning == "mistral"
+    assert V13.replay == "keep_all"  # the encoder keeps every [THINK] block
+
+
+# --- v11 ------------------------------------------------------------------------------------
+
+V11_CONVERSATIONS = [*conversations_for(V11), *family_conversations(reasoning=False), VALID_IDS]
+
+
+def _tools_before_last_user(prompt: str) -> str:
+    """The profile's prompt with its tools block moved to where v11 writes it: before the last
+    [INST] instead of the first."""
+    start = prompt.find("[AVAILABLE_TOOLS]")
+    if start < 0:
+        return prompt
+    end = prompt.index("[/AVAILABLE_TOOLS]") + len("[/AVAILABLE_TOOLS]")
+    block, rest = prompt[start:end], prompt[:start] + prompt[end:]
+    last = rest.rindex("[INST]")
+    return rest[:last] + block + rest[last:]
+
+
+@pytest.mark.parametrize("conversation", _ids(V11_CONVERSATIONS))
+def test_v11_prompts_equal_the_encoder_but_for_the_tools_position(
+    conversation: Conversation,
+) -> None:
+    expected = encoder("v11")(conversation)
+    prompt = profile_prompt(V11, conversation)
+    users = sum(m.role == "user" for m in conversation.transcript.messages)
+    if conversation.tools and users > 1:
+        # The deliberate difference, and the only one.
+        assert prompt != expected
+        assert prompt.index("[AVAILABLE_TOOLS]") < prompt.index("[INST]")
+        prompt = _tools_before_last_user(prompt)
+    difference = first_difference(expected, prompt)
+    assert difference is None, difference.describe(expected="encoder")
+
+
+def test_v11_deviation_is_documented() -> None:
+    (deviation,) = V11.deviations
+    assert "[AVAILABLE_TOOLS]" in deviation
+    assert "first user message" in deviation
+
+
+def test_v11_prompts_stay_prefixes_of_the_next_turn() -> None:
+    """Why the tools stay put: a new user message leaves the prompt before it unchanged."""
+    earlier = _transcript(*[(m.role, m.content) for m in VALID_IDS.transcript.messages[:-1]])
+    before = V11.template.render(earlier, STANDARD_TOOLS, add_generation_prompt=False)
+    after = V11.template.render(VALID_IDS.transcript, STANDARD_TOOLS)
+    assert after.startswith(before)
+    assert not encoder("v11")(VALID_IDS).startswith(before)
+
+
+def test_v11_calls_and_results_carry_the_ids() -> None:
+    prompt = profile_prompt(V11, VALID_IDS)
+    assert '[TOOL_CALLS]lookup[CALL_ID]a1B2c3D4e[ARGS]{"key": "Paris"}' in prompt
+    assert "[TOOL_RESULTS]Z9y8X7w6V[TOOL_CONTENT]5C[/TOOL_RESULTS]" in prompt
+
+
+def test_v11_validated_pipeline_and_jinja_template_agree() -> None:
+    """With ids the v11 validator accepts and nothing llama.cpp's template cannot express, the
+    validated encoder, the template and the profile (tools moved back) write the same text."""
+    expected = validated_encoder("v11")(VALID_IDS)
+    assert expected == encoder("v11")(VALID_IDS)
+    jinja = jinja_reference("mistral-small-3.2.jinja", bos_token="<s>", eos_token="</s>")
+    assert jinja(VALID_IDS) == expected
+    assert _tools_before_last_user(profile_prompt(V11, VALID_IDS)) == expected
+
+
+def test_v11_has_no_reasoning_form() -> None:
+    """mistral-common refuses thinking chunks before v13; the v11 profile parses none and its
+    prompt leaves reasoning blocks out."""
+    think = _transcript(
+        ("user", "Hi."), ("assistant", [ReasoningBlock(text="hm"), TextBlock(text="Hello.")])
+    )
+    with pytest.raises(Exception, match=r"[Tt]hink"):
+        encoder("v11")(Conversation("reasoning", think))
+    assert V11.reasoning is None
+    assert V11.template.render(think, []) == "<s>[INST]Hi.[/INST]Hello.</s>"
+
+
+# --- which profile a served name gets -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("model", "profile"),
+    [
+        ("mistralai/Mistral-Small-3.2-24B-Instruct-2506", "mistral-v11"),
+        ("mistralai/Magistral-Small-2506", "mistral-v11"),
+        ("mistralai/Magistral-Small-2507", "mistral-v13"),
+        ("mistralai/Magistral-Small-2509", "mistral-v13"),
+        ("mistralai/Devstral-Small-2507", "mistral-v13"),
+        ("mistral", "mistral-v11"),
+    ],
+)
+def test_served_names_pick_the_version(model: str, profile: str) -> None:
+    assert profile_for_model(model).name == profile
