@@ -473,6 +473,24 @@ _family(
     tokenizer="meta-llama/Llama-3.1-8B-Instruct",
     patterns=("*llama-3*", "*llama3*"),
     extra_specials=("<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>"),
+    reference=(
+        "Llama-3.1-8B-Instruct's chat_template (llama.cpp models/templates/"
+        "meta-llama-Llama-3.1-8B-Instruct.jinja @ 8b576b6c), its defaults (tools in the first "
+        "user message, date_string 26 Jul 2024); compared with vLLM's "
+        "examples/tool_chat_template_llama3.1_json.jinja @ 9195dbdb too"
+    ),
+    deviations=(
+        "Two or more calls in one message, which the template refuses (one call per "
+        "message), are written joined by '; ' (the separator vLLM's llama3_json tool parser "
+        "and agentkit's read), without the message's text, as the template writes a call "
+        "message.",
+        "Reasoning blocks (Llama writes none; they come from another model's turns) are kept "
+        "as <think>...</think> text in place; the template ignores them.",
+        "vLLM's JSON tool template is not followed where it departs from the model's: it "
+        "writes today's date, a default system message when tools come without one, "
+        "'value}. Do not use variables.' with a space, and tool outputs as {\"output\": ...} "
+        "(the model's template: the output as a JSON string).",
+    ),
 )
 _MISTRAL_SPECIALS = (
     "<s>",

@@ -1,11 +1,24 @@
 """Llama 3.1-3.3 prompts with JSON tool calls.
 
-Source: the ``chat_template`` of meta-llama/Llama-3.1-8B-Instruct (vLLM keeps a variant as
-``examples/tool_chat_template_llama3.1_json.jinja``), with its defaults: tools in the first
-user message (``tools_in_user_message``), ``Environment: ipython`` in the system header when
-there are tools, the knowledge cutoff and a date (``26 Jul 2024`` unless given) in the system
-message. Tool results are ``ipython`` messages. Llama 3.1 itself takes one call per turn; more
-are written as the ``llama3_json`` syntax renders them (``; `` between calls).
+Reference: the ``chat_template`` of meta-llama/Llama-3.1-8B-Instruct (llama.cpp keeps it as
+``models/templates/meta-llama-Llama-3.1-8B-Instruct.jinja``), with its defaults: tools in the
+first user message (``tools_in_user_message``), ``Environment: ipython`` in the system header
+when there are tools, the knowledge cutoff and a date (``26 Jul 2024`` unless given, the
+template's ``date_string``) in the system message. Messages are trimmed, as the template trims
+them. A call is written as the template writes it, ``{"name": ..., "parameters": ...}`` alone
+in its message (the template drops a tool-call message's text); a tool result is an ``ipython``
+message holding the output as a JSON string (the template's ``tojson``: a string is iterable).
+
+The template takes one call per message and raises on more; agentkit writes more as the
+``llama3_json`` syntax renders them (``; `` between calls, the separator vLLM's
+``llama3_json`` tool parser splits on). Reasoning blocks (Llama writes none; they come from
+other models' turns) are kept as ``<think>...</think>`` text where they stand rather than
+dropped.
+
+vLLM's ``examples/tool_chat_template_llama3.1_json.jinja`` differs from the model's template,
+which is followed here: it writes today's date (``strftime_now``), a default system message
+when tools come without one, a space in ``value}. Do not use variables.`` and tool results as
+``{"output": ...}``.
 """
 
 from __future__ import annotations
@@ -33,10 +46,19 @@ def _header(role: str) -> str:
     return f"<|start_header_id|>{role}<|end_header_id|>\n\n"
 
 
+def _text(text: str, parts: list[str]) -> str:
+    return text
+
+
+def _no_text(text: str, parts: list[str]) -> str:
+    """A call message's text: the template writes the call alone."""
+    return ""
+
+
 @dataclass(frozen=True, slots=True)
 class Llama3Template(FamilyTemplate):
-    """Llama 3.x Instruct. Reasoning blocks (Llama has none of its own) are kept as
-    ``<think>...</think>`` text rather than dropped."""
+    """Llama 3.x Instruct. ``date`` is the template's ``date_string`` (its default unless
+    given)."""
 
     date: str = "26 Jul 2024"
 
@@ -49,7 +71,7 @@ class Llama3Template(FamilyTemplate):
             BOT,
             _header("system"),
             f"{environment}Cutting Knowledge Date: December 2023\nToday Date: {self.date}\n\n",
-            f"{system or ''}{EOT}",
+            f"{(system or '').strip()}{EOT}",
         ]
         return out, start
 
@@ -75,14 +97,16 @@ class Llama3Template(FamilyTemplate):
                 body = canonical_assistant(
                     message,
                     reasoning=lambda text, opened: f"<think>{text}</think>",
-                    text=lambda text, parts: text,
+                    text=_no_text if message.tool_calls else _text,
                     calls=lambda calls, parts: syntax.render(calls),
                 )
+                if message.raw is None:
+                    body = body.strip()
                 out.append(f"{_header('assistant')}{body}{EOT}")
             elif message.role == "tool":
                 for result in message.content:
                     if isinstance(result, ToolResultBlock):
-                        out.append(f"{_header('ipython')}{result.content}{EOT}")
+                        out.append(f"{_header('ipython')}{to_json(result.content)}{EOT}")
             elif message.role == "user" and first_user and tools:
                 first_user = False
                 listed = "".join(f"{to_json(spec, indent=4)}\n\n" for spec in tools)
@@ -91,8 +115,8 @@ class Llama3Template(FamilyTemplate):
                     "for a function call with its proper arguments that best answers the given "
                     'prompt.\n\nRespond in the format {"name": function name, "parameters": '
                     "dictionary of argument name and its value}.Do not use variables.\n\n"
-                    f"{listed}{message.text}{EOT}"
+                    f"{listed}{message.text.strip()}{EOT}"
                 )
             else:
                 first_user = first_user and message.role != "user"
-                out.append(f"{_header(message.role)}{message.text}{EOT}")
+                out.append(f"{_header(message.role)}{message.text.strip()}{EOT}")

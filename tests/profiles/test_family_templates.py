@@ -363,9 +363,9 @@ GOLDEN: dict[str, str] = {
         "\n"
         '<think>Check Paris.</think>{"name": "lookup", "parameters": {"key": "Paris"}}<think>Now Oslo.</think>{"name": "lookup", "parameters": {"key": "Oslo", "limit": 2}}<|eot_id|><|start_header_id|>ipython<|end_header_id|>\n'
         "\n"
-        "20C<|eot_id|><|start_header_id|>ipython<|end_header_id|>\n"
+        '"20C"<|eot_id|><|start_header_id|>ipython<|end_header_id|>\n'
         "\n"
-        "5C<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n"
+        '"5C"<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n'
         "\n"
         "<think>Both known.</think>Paris 20C, Oslo 5C.<|eot_id|><|start_header_id|>user<|end_header_id|>\n"
         "\n"
