@@ -389,7 +389,7 @@ def _instruction_prompt(
     # move the prompt away from the cached prefix.
     policy = replay or profile.replay
     if policy not in ("keep_all", "template_native"):
-        view = replay_view(transcript, dropped_reasoning(transcript, policy))
+        view = replay_view(transcript, dropped_reasoning(transcript, policy, tools=bool(tools)))
         transcript, policy = Transcript(messages=list(view.messages)), "keep_all"
     asked = transcript.model_copy(deep=True)
     asked.messages.append(Message(role="user", content=[TextBlock(text=instruction)]))

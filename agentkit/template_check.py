@@ -92,7 +92,7 @@ def first_difference(expected: str, actual: str, *, context: int = 40) -> Differ
 def profile_prompt(profile: Profile, conversation: Conversation) -> str:
     """The prompt agentkit sends for ``conversation`` (its replay policy applied)."""
     transcript = conversation.transcript
-    dropped = dropped_reasoning(transcript, profile.replay)
+    dropped = dropped_reasoning(transcript, profile.replay, tools=bool(conversation.tools))
     view = replay_view(transcript, dropped)
     return profile.template.render(view, conversation.tools, thinking=conversation.thinking)
 

@@ -55,13 +55,19 @@ prompt must be what the model was trained on, and every rewrite of history costs
 cache everything after it. The policy is the profile's (`replay`), and `Agent(replay=...)`
 overrides it. It is applied to a view of the transcript; the transcript keeps everything.
 
-- `keep_all`: every reasoning block, in place, across user turns (DeepSeek-V4 in
-  tool-calling mode, MiniMax-M2, GLM-4.7). Each prompt extends the previous prompt + output.
+- `keep_all`: every reasoning block, in place, across user turns. Each prompt extends the
+  previous prompt + output.
+- `keep_with_tools`: `keep_all` when the prompt offers tools; without tools, only the reasoning
+  after the last user message or tool result stays (DeepSeek-V4: its encoder keeps old
+  reasoning exactly when tools are given, and its tool results are user turns).
 - `drop_on_plain_turns`: the reasoning of tasks that ended in an answer (every assistant
   message before the last user message) is dropped; inside the current task it stays in place
-  (Qwen3, DeepSeek-R1/V3.x, Kimi K2, GLM-4.5, gpt-oss). The prompt breaks once per new user
+  (Qwen3, DeepSeek-V3.2, Kimi K2, GLM-4.5, gpt-oss). The prompt breaks once per new user
   message, where the dropped reasoning was.
-- `drop_all`: no reasoning. The prompt breaks after every turn with reasoning, at that turn.
+- `drop_all`: no reasoning (DeepSeek-R1 and V3.1, whose templates never write reasoning back,
+  not even inside the current tool loop). The prompt breaks after every turn with reasoning,
+  at that turn; `Agent(replay="drop_on_plain_turns")` keeps the current task's reasoning
+  instead, which those templates cannot express (an explicit choice).
 - `template_native`: whatever the model's own Jinja chat template does with
   `reasoning_content` (`enable_thinking=true`, `truncate_history_thinking=false`); needs
   `template=HFChatTemplate(path)`. Prompts are rendered whole each turn.
@@ -143,7 +149,7 @@ TOOLS = [
 
 def section(profile: Profile) -> str:
     transcript = example()
-    view = replay_view(transcript, dropped_reasoning(transcript, profile.replay))
+    view = replay_view(transcript, dropped_reasoning(transcript, profile.replay, tools=True))
     rendered = profile.template.render(view, TOOLS)
     # Conformance: the tests in tests/conformance/ render the standard conversations
     # (agentkit.template_check) through the profile and the reference, and diff the text.

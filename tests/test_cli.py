@@ -436,7 +436,7 @@ def test_profiles_lists_the_catalog(capsys: pytest.CaptureFixture[str]) -> None:
     ]
     assert by_name["qwen3-coder"][2] == "tools=qwen3_coder"
     assert by_name["smollm2"][1:3] == ["reasoning=-", "tools=hermes"]
-    assert by_name["deepseek-v4"][3:5] == ["replay=keep_all", "context=1024K"]
+    assert by_name["deepseek-v4"][3:5] == ["replay=keep_with_tools", "context=1024K"]
 
 
 def test_profiles_json(capsys: pytest.CaptureFixture[str]) -> None:
@@ -445,7 +445,13 @@ def test_profiles_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert [row["name"] for row in rows] == PROFILE_IDS
     by_name = {row["name"]: row for row in rows}
     for row in rows:
-        assert row["replay"] in ("keep_all", "drop_on_plain_turns", "drop_all", "template_native")
+        assert row["replay"] in (
+            "keep_all",
+            "keep_with_tools",
+            "drop_on_plain_turns",
+            "drop_all",
+            "template_native",
+        )
         assert isinstance(row["aliases"], list)
         assert row["description"]
         assert row["stop"]

@@ -327,19 +327,54 @@ register_alias("*smollm2*", "smollm2")
 
 _family(
     "deepseek-r1",
-    "DeepSeek-R1: reasoning opened by the prompt, DeepSeek V3 tool-call tokens.",
-    replay="drop_on_plain_turns",
+    "DeepSeek-R1: reasoning opened by the prompt, DeepSeek V3 tool-call tokens; replays no "
+    "reasoning, as its template.",
+    replay="drop_all",
     context_window=163_840,
     tokenizer="deepseek-ai/DeepSeek-R1-0528",
     patterns=("*deepseek-r1*",),
+    reference=(
+        "DeepSeek-R1's January chat_template (llama.cpp models/templates/"
+        "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja @ c7f460ab); with tools, vLLM's "
+        "examples/tool_chat_template_deepseekr1.jinja @ 2ae85030 (R1-0528 form)"
+    ),
+    deviations=(
+        "The generation prompt is the January form <｜Assistant｜><think>\\n with tools too; "
+        "vLLM's R1-0528 tool template ends with <｜Assistant｜> (R1-0528 writes <think>\\n "
+        "itself). One form for both keeps the deepseek_r1 parser, which starts inside the "
+        "reasoning block, right for both models.",
+        "vLLM's tool template leaks its Jinja indentation (spaces before each turn's text) into "
+        "the prompt; agentkit writes the text its string literals spell.",
+        "The templates write no reasoning back (an assistant turn is the text after </think>), "
+        "not even inside the current tool loop: the default replay is drop_all. Under a policy "
+        "the caller chooses (drop_on_plain_turns, keep_all) a kept block is written "
+        "<think>\\nreasoning</think> after <｜Assistant｜> (<think>reasoning</think> after tool "
+        "outputs), which the templates cannot express.",
+    ),
 )
 _family(
     "deepseek-v3.1",
-    "DeepSeek-V3.1 (thinking mode): <think> opened by the prompt, V3.1 tool-call tokens.",
-    replay="drop_on_plain_turns",
+    "DeepSeek-V3.1: <think> or </think> opened by the prompt, V3.1 tool-call tokens; replays "
+    "no reasoning, as its template.",
+    replay="drop_all",
     context_window=163_840,
     tokenizer="deepseek-ai/DeepSeek-V3.1",
     patterns=("*deepseek-v3.1*", "*deepseek-v3-1*"),
+    thinking_switch=True,
+    reference=(
+        "DeepSeek-V3.1's chat_template (llama.cpp models/templates/"
+        "deepseek-ai-DeepSeek-V3.1.jinja @ 88021565, the first version), thinking=true/false"
+    ),
+    deviations=(
+        'The template has no tool section: agentkit appends the model card\'s ("Toolcall") '
+        "to the system text after \\n\\n. It is exactly the template's prompt for the same "
+        "conversation with that text in the system message.",
+        "The template writes no reasoning back (assistant turns are opened with </think>, "
+        "tool-call turns in non-thinking mode), not even inside the current tool loop: the "
+        "default replay is drop_all. Under a policy the caller chooses a kept block is "
+        "written <｜Assistant｜><think>reasoning</think> (after tool outputs "
+        "<think>reasoning</think>), which the template cannot express.",
+    ),
 )
 _family(
     "deepseek-v3.2",
@@ -348,14 +383,46 @@ _family(
     context_window=163_840,
     tokenizer="deepseek-ai/DeepSeek-V3.2",
     patterns=("*deepseek-v3.2*", "*deepseek-v3-2*"),
+    thinking_switch=True,
+    reference=(
+        "DeepSeek-V3.2's encoder (encoding/encoding_dsv32.py; vLLM's copy "
+        "vllm/tokenizers/deepseek_v32_encoding.py), tools given with the system message, "
+        "thinking_mode thinking/chat"
+    ),
+    deviations=(
+        "Tools go with the caller's system message (system text, \\n\\n, tools section), the "
+        "encoder's form for a system message with tools; vLLM's V3.2 wrapper inserts a "
+        "separate, empty system message for them in front of the caller's, which writes the "
+        "tools section first and the caller's system text glued to its end.",
+        "Reasoning before the last user message, kept only under a policy the caller chooses "
+        "(keep_all), is written <think>reasoning</think> in place; the encoder cannot express "
+        "it (it writes reasoning only after the last user message).",
+    ),
 )
 _family(
     "deepseek-v4",
-    "DeepSeek-V4: <think> opened by the prompt, DSML <｜DSML｜tool_calls>; reasoning kept.",
-    replay="keep_all",
+    "DeepSeek-V4: <think> opened by the prompt, DSML <｜DSML｜tool_calls>; reasoning kept when "
+    "tools are offered.",
+    replay="keep_with_tools",
     context_window=1_048_576,
     tokenizer="deepseek-ai/DeepSeek-V4",
     patterns=("*deepseek-v4*",),
+    thinking_switch=True,
+    reference=(
+        "DeepSeek-V4's encoder as vLLM copies it (vllm/tokenizers/deepseek_v4_encoding.py), "
+        "tools attached to the first system message as vLLM's wrapper does, thinking_mode "
+        "thinking/chat, the encoder's default reasoning_effort"
+    ),
+    deviations=(
+        'No reasoning-effort text: agentkit writes the encoder\'s default ("low", nothing); '
+        'vLLM\'s wrapper asks for "high" in thinking mode unless the request names an effort, '
+        'which puts the "Reasoning Effort: Absolute maximum ..." paragraph before the system '
+        "text.",
+        "Without tools, reasoning kept before the last user or tool-result turn (only under a "
+        "policy the caller chooses, keep_all) is written <think>reasoning</think> in place: the "
+        "encoder's drop_thinking=False form, except that a turn without reasoning there stays "
+        "</think>content (the encoder writes <think></think>content).",
+    ),
 )
 _family(
     "kimi-k2",

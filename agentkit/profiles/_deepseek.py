@@ -7,15 +7,20 @@ copies it in ``vllm/tokenizers/deepseek_v4_encoding.py``); V3.1's template is it
 ``models/templates/deepseek-ai-DeepSeek-V3.1.jinja``); R1's is its ``tokenizer_config.json``.
 
 Reasoning. In thinking mode the generation prompt ends with ``<think>``, so the model's output
-starts inside the reasoning block (the ``starts_inside`` reasoning syntaxes). A message whose
-first block is reasoning is therefore written after ``<think>``; any other after ``</think>``,
-which is what DeepSeek's encoders write for a turn whose reasoning was dropped.
+starts inside the reasoning block (the ``starts_inside`` reasoning syntaxes). Which earlier
+reasoning the templates write back differs per model, and the profiles' replay policies follow
+it: R1's and V3.1's templates write none (``drop_all``), V3.2's encoder writes the reasoning after
+the last user message (``drop_on_plain_turns``), V4's all of it when tools are offered and
+otherwise only after the last user or tool-result turn (``keep_with_tools``). A message whose
+first block is reasoning is written after ``<think>``; V3.1 writes any other after ``</think>``
+and R1 after ``<｜Assistant｜>``; V3.2 and V4 write ``<think></think>`` where their encoders open
+the block (see :class:`DeepSeekDsmlTemplate`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Literal
 
@@ -30,7 +35,7 @@ from agentkit.profiles._family_common import (
     tool_results,
 )
 from agentkit.profiles._profile import ToolSpec
-from agentkit.transcript import Message, ToolCallBlock, ToolResultBlock
+from agentkit.transcript import Message, ToolCallBlock, ToolResultBlock, Transcript
 
 __all__ = [
     "BOS",
@@ -115,7 +120,8 @@ def _assistant(
     message: Message, render_calls: Callable[[Sequence[ToolCallBlock]], str], opened: bool
 ) -> str:
     """An assistant turn as every DeepSeek writes it: the canonical blocks (reasoning closed by
-    ``</think>``), then ``EOS``."""
+    ``</think>``), then ``EOS``. After an opened block (``<think>`` written before the turn) a
+    turn without reasoning closes it at once, as the encoders write empty reasoning."""
     body = canonical_assistant(
         message,
         reasoning=_reasoning,
@@ -123,6 +129,8 @@ def _assistant(
         calls=lambda calls, parts: render_calls(calls),
         opened=opened,
     )
+    if opened and not opens_with_reasoning(message):
+        body = END_THINK + body
     return body + EOS
 
 
@@ -142,13 +150,41 @@ def _turns(messages: Sequence[Message], i: int) -> Iterator[tuple[Message, list[
 
 class _DeepSeekTemplate(FamilyTemplate):
     """What the DeepSeek templates share: turns end with ``EOS``, and the generation prompt is
-    written by the message loop (it depends on the last message)."""
+    written by the message loop (it depends on the last message).
+
+    The templates with a mode switch (a ``thinking`` field: V3.1, V3.2, V4) render a request
+    that turned thinking off as their chat mode (``thinking_mode="chat"``, the template's
+    ``thinking=false``): every turn, and the generation prompt, opened with ``</think>``.
+    """
 
     __slots__ = ()
 
     @property
     def assistant_end(self) -> str:
         return EOS
+
+    def _mode(self, thinking: bool) -> _DeepSeekTemplate:
+        """This template with thinking turned off when the request turned it off."""
+        if thinking or not getattr(self, "thinking", False):
+            return self
+        return replace(self, thinking=False)  # type: ignore[type-var]
+
+    def render(
+        self,
+        transcript: Transcript,
+        tools: Sequence[ToolSpec],
+        *,
+        add_generation_prompt: bool = True,
+        thinking: bool = True,
+    ) -> str:
+        return FamilyTemplate.render(
+            self._mode(thinking), transcript, tools, add_generation_prompt=add_generation_prompt
+        )
+
+    def render_continuation(
+        self, transcript: Transcript, start: int, *, thinking: bool = True
+    ) -> str:
+        return FamilyTemplate.render_continuation(self._mode(thinking), transcript, start)
 
 
 def _flag(value: object) -> str:
@@ -176,23 +212,32 @@ def dsml_calls(block: str, calls: Sequence[ToolCallBlock]) -> str:
 
 @dataclass(frozen=True, slots=True)
 class DeepSeekDsmlTemplate(_DeepSeekTemplate):
-    """DeepSeek-V3.2 (``version="v3.2"``) and DeepSeek-V4 (``version="v4"``).
+    """DeepSeek-V3.2 (``version="v3.2"``) and DeepSeek-V4 (``version="v4"``), as their encoders
+    write a conversation (``encode_messages``).
 
-    Layout (both): ``BOS`` + system text + ``\\n\\n`` + tools section, then per turn
-    ``<｜User｜>...<｜Assistant｜>`` + ``<think>``/``</think>``, the assistant's
+    Layout (both): ``BOS`` + system text + ``\\n\\n`` + tools section (the encoders' form for
+    tools given with the system message; without one, an empty system text), then per turn
+    ``<｜User｜>...<｜Assistant｜>`` + ``<think>`` or ``</think>``, the assistant's
     ``reasoning</think>content`` + ``\\n\\n`` + DSML calls + ``EOS``. Tool results differ:
     V3.2 writes ``\\n\\n<function_results>\\n<result>...</result>\\n</function_results>``
     + ``\\n\\n<think>`` straight after the assistant's ``EOS``; V4 writes a user turn of
     ``<tool_result>...</tool_result>`` parts joined by ``\\n\\n`` (a user message right after the
     results joins the same turn, as V4's ``merge_tool_messages`` does).
 
-    Deviations from the encoders, deliberate: a turn without reasoning after the last user
-    message is written ``</think>content`` (the encoders write ``<think></think>content`` in
-    thinking mode) so that a turn whose reasoning the replay policy removed reads as the
-    encoders' own history form; the tools go with the system text (vLLM's V4 wrapper puts
-    them in an extra, empty system message in front of the caller's, which glues the caller's
-    system text to the tools section without a separator). V4's ``reasoning_effort`` prefix
-    and task tokens are not supported.
+    Openers, in thinking mode (chat mode writes ``</think>`` everywhere): ``<think>`` at the
+    last user turn and after it (V3.2: the last user message, then each run of results; V4:
+    the last user or results turn, where the encoders keep reasoning), and before every turn
+    when V4's prompt offers tools (its encoder then keeps all reasoning); ``</think>`` before
+    the turns whose reasoning the encoders drop. A turn the replay policy left its reasoning
+    (``keep_all``, an explicit choice) is written after ``<think>`` wherever it is; one without
+    reasoning after ``<think>`` is ``<think></think>content``, as the encoders write it. A
+    continuation gets no tools, and opens only turns after the last user turn, where V4 writes
+    ``<think>`` either way.
+
+    Deviations from the encoders, deliberate: reasoning kept before the last user turn (only
+    under a policy the caller chose) is replayed in place, which the encoders cannot express;
+    V4's ``reasoning_effort`` prefix (vLLM's wrapper asks for ``"high"`` in thinking mode; the
+    encoder's own default, ``"low"``, writes nothing) and task tokens are not written.
     """
 
     version: Literal["v3.2", "v4"]
@@ -216,13 +261,19 @@ class DeepSeekDsmlTemplate(_DeepSeekTemplate):
             out.append("\n\n" + self.tools_section(tools))
         return out, start
 
-    def _opener(self, following: Message | None) -> str:
-        """``<think>`` or ``</think>``: what the prompt writes before the next assistant turn."""
-        if following is None:
-            return THINK if self.thinking else END_THINK
-        if following.role != "assistant":
+    def _last_turn(self, messages: Sequence[Message]) -> int:
+        """The index of the last user turn (V4: tool results are user turns too)."""
+        roles = ("user",) if self.version == "v3.2" else ("user", "tool")
+        return next((i for i in range(len(messages) - 1, -1, -1) if messages[i].role in roles), -1)
+
+    def _opener(self, following: Message | None, last: bool, tools: bool) -> str:
+        """``<think>`` or ``</think>``: what the prompt writes before the next assistant turn
+        (``last``: the turn being closed is the last user turn or after it)."""
+        if not self.thinking:
             return END_THINK
-        return THINK if self.thinking and opens_with_reasoning(following) else END_THINK
+        if following is None or last or (tools and self.version == "v4"):
+            return THINK
+        return THINK if opens_with_reasoning(following) else END_THINK
 
     def _messages(
         self,
@@ -233,58 +284,50 @@ class DeepSeekDsmlTemplate(_DeepSeekTemplate):
         gen: bool,
     ) -> None:
         n = len(messages)
+        last_turn = self._last_turn(messages)
+        opener = ""  # the opener written since the last assistant turn
         while i < n:
             message = messages[i]
             if message.role == "assistant":
-                # The turn before wrote the opener (``_opener``); two assistant turns in a
-                # row have none between them.
-                opened = (
-                    self.thinking
-                    and opens_with_reasoning(message)
-                    and i > 0
-                    and messages[i - 1].role != "assistant"
-                )
+                opened = opener == THINK
                 out.append(_assistant(message, partial(dsml_calls, self._block), opened))
+                opener = ""
                 i += 1
                 continue
-            if self.version == "v3.2":
-                if message.role == "tool":
-                    results, i = tool_results(messages, i)
-                    body = "".join(f"\n<result>{r.content}</result>" for r in results)
-                    out.append(f"\n\n<function_results>{body}\n</function_results>")
-                    following = messages[i] if i < n else None
-                    if following is not None or gen:
-                        out.append("\n\n" + self._opener(following))
-                    continue
-                if message.role == "system":
+            if message.role == "system" and self.version == "v3.2":
+                out.append(message.text)  # a system message in mid-conversation: its text
+                i += 1
+                continue
+            if self.version == "v3.2" and message.role == "tool":
+                results, i = tool_results(messages, i)
+                body = "".join(f"\n<result>{r.content}</result>" for r in results)
+                out.append(f"\n\n<function_results>{body}\n</function_results>")
+                prefix = "\n\n"
+            elif self.version == "v3.2":
+                out.append(f"{USER}{message.text}")
+                i += 1
+                prefix = ASSISTANT
+            else:  # V4: a run of tool results and user messages is one user turn
+                parts: list[str] = []
+                while i < n and messages[i].role in ("user", "tool", "system"):
+                    if messages[i].role == "tool":
+                        results, i = tool_results(messages, i)
+                        parts.extend(f"<tool_result>{r.content}</tool_result>" for r in results)
+                    elif messages[i].role == "system" and not parts:
+                        break
+                    else:
+                        parts.append(messages[i].text)
+                        i += 1
+                if not parts:  # a system message in mid-conversation: its text
                     out.append(message.text)
                     i += 1
                     continue
-                out.append(f"{USER}{message.text}")
-                i += 1
-                following = messages[i] if i < n else None
-                if following is not None or gen:
-                    out.append(ASSISTANT + self._opener(following))
-                continue
-            # V4: a run of tool results and user messages is one user turn.
-            parts: list[str] = []
-            while i < n and messages[i].role in ("user", "tool", "system"):
-                if messages[i].role == "tool":
-                    results, i = tool_results(messages, i)
-                    parts.extend(f"<tool_result>{r.content}</tool_result>" for r in results)
-                elif messages[i].role == "system" and not parts:
-                    break
-                else:
-                    parts.append(messages[i].text)
-                    i += 1
-            if not parts:  # a system message in mid-conversation: its text, as V4 writes it
-                out.append(message.text)
-                i += 1
-                continue
-            out.append(USER + "\n\n".join(parts))
+                out.append(USER + "\n\n".join(parts))
+                prefix = ASSISTANT
             following = messages[i] if i < n else None
             if following is not None or gen:
-                out.append(ASSISTANT + self._opener(following))
+                opener = self._opener(following, i - 1 >= last_turn, bool(tools))
+                out.append(prefix + opener)
 
 
 def _v31_tools(tools: Sequence[ToolSpec]) -> str:
@@ -320,9 +363,19 @@ class DeepSeekV31Template(_DeepSeekTemplate):
     ``<｜tool▁output▁begin｜>...<｜tool▁output▁end｜>`` straight after the assistant's ``EOS``,
     and the next assistant turn straight after the results (no ``<｜Assistant｜>``, no opener:
     the template adds no generation prompt after tool output).
+
+    The template writes no reasoning back (``reasoning_content`` is ignored, and a turn is
+    opened with ``</think>``): the profile replays none by default. Reasoning a caller chose to
+    keep is written ``<think>reasoning</think>`` in place. The template has no tool section;
+    :meth:`tools_section` is the model card's, appended to the system text.
     """
 
     thinking: bool = True
+
+    def tools_section(self, tools: Sequence[ToolSpec]) -> str:
+        """The model card's tool section (the template has none), appended to the system
+        text."""
+        return _v31_tools(tools)
 
     def _head(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec]
@@ -330,7 +383,8 @@ class DeepSeekV31Template(_DeepSeekTemplate):
         systems = [m.text for m in messages if m.role == "system"]
         system = "\n\n".join(systems)
         if tools:
-            system = f"{system}\n\n{_v31_tools(tools)}" if system else _v31_tools(tools)
+            section = self.tools_section(tools)
+            system = f"{system}\n\n{section}" if system else section
         return [BOS, system], 0
 
     def _messages(
@@ -385,6 +439,11 @@ class DeepSeekR1Template(_DeepSeekTemplate):
     ``examples/tool_chat_template_deepseekr1.jinja`` (after SGLang's), appended to the system
     text. A turn written right after ``<think>\\n`` begins inside reasoning; its first reasoning
     block is then ``text</think>`` (the raw output, replayed, is exactly that).
+
+    The templates write no reasoning back (a turn is its text after ``</think>``): the profile
+    replays none by default, and a block a caller chose to keep is written in place. The
+    generation prompt is the January form also where vLLM's R1-0528 tool template ends with
+    ``<｜Assistant｜>``.
     """
 
     def _head(

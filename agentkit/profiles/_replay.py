@@ -1,11 +1,12 @@
 """Reasoning-replay policies: which reasoning blocks go back into the next prompt.
 
-A model was trained to see its earlier reasoning in one way: kept in place (DeepSeek-V4 in
-tool-calling mode), dropped once a task ended in an answer (DeepSeek-R1, V3.2, Qwen3), dropped
-always, or however its own chat template decides. Getting it wrong is silent — the user sees
-reasoning decoded correctly, but the next prompt is not what the model was trained on, and
-the prefix cache misses where the prompt was rewritten. The policy is applied to a *view* of
-the transcript (:func:`replay_view`); the transcript itself keeps everything.
+A model was trained to see its earlier reasoning in one way: kept in place, kept only when
+the prompt offers tools (DeepSeek-V4), dropped once a task ended in an answer (DeepSeek-V3.2,
+Qwen3), dropped always (DeepSeek-R1 and V3.1, whose templates never write reasoning back), or
+however its own chat template decides. Getting it wrong is silent — the user sees reasoning
+decoded correctly, but the next prompt is not what the model was trained on, and the prefix
+cache misses where the prompt was rewritten. The policy is applied to a *view* of the
+transcript (:func:`replay_view`); the transcript itself keeps everything.
 
 Interleaved reasoning stays interleaved in every policy that keeps it: the view removes whole
 reasoning blocks and never moves the others.
@@ -36,11 +37,16 @@ __all__ = [
     "validate_replay_policy",
 ]
 
-ReplayPolicy = Literal["keep_all", "drop_on_plain_turns", "drop_all", "template_native"]
+ReplayPolicy = Literal[
+    "keep_all", "keep_with_tools", "drop_on_plain_turns", "drop_all", "template_native"
+]
 """``keep_all``: every reasoning block replayed in place, across user turns.
+``keep_with_tools``: ``keep_all`` when the prompt offers tools; without tools, only the
+reasoning after the last user message or tool result is replayed (DeepSeek-V4's encoder, in
+which tool results are user turns: its ``drop_thinking`` is off whenever tools are given).
 ``drop_on_plain_turns``: reasoning of the tasks that ended in an answer (every assistant message
 before the last user message) is dropped; reasoning inside the current task is kept in place.
-``drop_all``: no reasoning is replayed.
+``drop_all``: no reasoning is replayed (the prompt is rebuilt after every turn with reasoning).
 ``template_native``: the model's own chat template gets the reasoning and decides."""
 
 TOOL_OUTPUT_REMOVED = "[tool output removed to fit the context window: {chars} characters]"
@@ -63,16 +69,18 @@ def has_reasoning(message: Message) -> bool:
     )
 
 
-def dropped_reasoning(transcript: Transcript, policy: ReplayPolicy) -> set[int]:
-    """Indexes of the messages whose reasoning ``policy`` leaves out of the next prompt."""
+def dropped_reasoning(
+    transcript: Transcript, policy: ReplayPolicy, *, tools: bool = False
+) -> set[int]:
+    """Indexes of the messages whose reasoning ``policy`` leaves out of the next prompt;
+    ``tools`` says whether the prompt offers tools (``keep_with_tools`` depends on it)."""
     messages = transcript.messages
-    if policy in ("keep_all", "template_native"):
+    if policy in ("keep_all", "template_native") or (policy == "keep_with_tools" and tools):
         return set()
     if policy == "drop_all":
         return {i for i, m in enumerate(messages) if has_reasoning(m)}
-    last_user = next(
-        (i for i in range(len(messages) - 1, -1, -1) if messages[i].role == "user"), -1
-    )
+    turns = ("user", "tool") if policy == "keep_with_tools" else ("user",)
+    last_user = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].role in turns), -1)
     return {i for i in range(last_user) if has_reasoning(messages[i])}
 
 

@@ -18,7 +18,6 @@ import gzip
 import importlib.util
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +52,7 @@ DATE = TEMPLATE.date
 
 
 @pytest.fixture(scope="session")
-def encoding(tmp_path_factory: pytest.TempPathFactory) -> Iterator[harmony.HarmonyEncoding]:
+def encoding(tmp_path_factory: pytest.TempPathFactory) -> harmony.HarmonyEncoding:
     """Harmony's gpt-oss encoding, offline: ``o200k_base.tiktoken`` from bpe-openai's copy
     (the content harmony checks the sha256 of), in a temporary folder."""
     folder = tmp_path_factory.mktemp("tiktoken")
@@ -65,7 +64,7 @@ def encoding(tmp_path_factory: pytest.TempPathFactory) -> Iterator[harmony.Harmo
     (folder / "o200k_base.tiktoken").write_bytes(gzip.decompress(packed.read_bytes()))
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("TIKTOKEN_ENCODINGS_BASE", str(folder))
-        yield harmony.load_harmony_encoding(harmony.HarmonyEncodingName.HARMONY_GPT_OSS)
+        return harmony.load_harmony_encoding(harmony.HarmonyEncodingName.HARMONY_GPT_OSS)
 
 
 # --- the conversation as Harmony messages -----------------------------------------------------

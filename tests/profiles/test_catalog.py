@@ -64,9 +64,10 @@ def test_every_family_of_the_catalog_is_there_with_its_policies() -> None:
         assert set(profile.stop) <= set(profile.special_tokens)
         assert profile.truncation is not None
         assert profile.template is not None
-    assert get_profile("deepseek-v4").replay == "keep_all"
+    assert get_profile("deepseek-v4").replay == "keep_with_tools"
     assert get_profile("deepseek-v3.2").replay == "drop_on_plain_turns"
-    assert get_profile("deepseek-r1").replay == "drop_on_plain_turns"
+    assert get_profile("deepseek-v3.1").replay == "drop_all"
+    assert get_profile("deepseek-r1").replay == "drop_all"
     assert (get_profile("nemotron").reasoning, get_profile("nemotron").tool_format) == (
         "nemotron_deci",
         "qwen3_coder",
