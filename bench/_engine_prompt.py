@@ -41,13 +41,13 @@ tokens a turn."""
 
 
 def qwen3_template() -> str:
-    """Qwen3's own chat template, verbatim, as the test suite keeps it
-    (``tests/_qwen_template.py``)."""
-    tests = str(Path(__file__).resolve().parent.parent / "tests")
-    if tests not in sys.path:
-        sys.path.append(tests)
-    template: str = importlib.import_module("_qwen_template").QWEN3
-    return template
+    """Qwen3's own chat template, read from the shared reference folder where the conformance
+    tests find it (``tests/conformance/_references.py``; never copied into the project)."""
+    conformance = str(Path(__file__).resolve().parent.parent / "tests" / "conformance")
+    if conformance not in sys.path:
+        sys.path.append(conformance)
+    path: Path = importlib.import_module("_references").template_path("qwen3.jinja")
+    return path.read_text(encoding="utf-8")
 
 
 _PHRASE = (

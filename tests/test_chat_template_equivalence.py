@@ -13,11 +13,13 @@ state the difference exactly instead of skipping it.
 The transcripts are converted to the OpenAI-style messages a client sends
 (``role``/``content``/``reasoning_content``/``tool_calls``, one ``tool`` message per result),
 and rendered as ``apply_chat_template(messages, tools=tools, add_generation_prompt=True,
-tokenize=False)`` would render them (see ``_qwen_template``).
+tokenize=False)`` would render them (see ``_reference_templates``: the templates are read from
+the shared reference folder, never copied into the project). SmolLM2's template is checked in
+the slow suite (``tests/slow/test_smollm2_template.py``), as its wheel comes with the cpu extra.
 
-Where agentkit's prompt differs from the template in a prefix-stable part, the test expects the
-template's text and is marked ``xfail(strict=True)`` with a reason that begins "BUG": it shows
-in the summary, and fails as soon as the renderer is fixed, so that the mark goes.
+Where agentkit's prompt differs from the template in a prefix-stable part, that is a bug: the
+tests expect the template's text (the per-family conformance tests in ``tests/conformance/``
+check the standard conversations and pin each deliberate difference).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from collections.abc import AsyncGenerator, Sequence
 from typing import Any
 
 import pytest
-from _qwen_template import QWEN3, QWEN3_CODER, SMOLLM2, apply_chat_template
+from _reference_templates import QWEN3, QWEN3_CODER, apply_chat_template
 
 import agentkit
 from agentkit.engine import GenerationChunk, GenerationRequest, Usage
@@ -445,9 +447,6 @@ def test_qwen3_coder_calls_are_the_chat_template() -> None:
     assert template.render(transcript, [WRITE], add_generation_prompt=False) == expected
 
 
-_CODER_MISMATCH = "BUG: agentkit's qwen3-coder prompt differs from Qwen3-Coder's chat template"
-
-
 def _coder_pair(transcript: Transcript, tools: Sequence[ToolSpec]) -> tuple[str, str]:
     rendered = get_profile("qwen3-coder").render(transcript, tools)
     return rendered, apply_chat_template(QWEN3_CODER, openai_messages(transcript), tools)
@@ -483,11 +482,6 @@ def test_qwen3_coder_text_before_a_call() -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=f"{_CODER_MISMATCH}: boolean and null argument values are written as JSON "
-    "('true', 'null'); the template writes Python's str() ('True', 'None')",
-)
 def test_qwen3_coder_boolean_and_null_arguments() -> None:
     transcript = conversation(
         SYSTEM, USER, assistant(call("c1", "write", path="a", force=True, mode=None))
@@ -507,21 +501,3 @@ def test_qwen3_coder_tool_schemas() -> None:
 def test_qwen3_coder_tools_without_a_system_message() -> None:
     rendered, expected = _coder_pair(conversation(USER), [WRITE])
     assert rendered == expected
-
-
-# ---------------------------------------------------------------------------------------------
-# SmolLM2: its template knows no tools (agentkit prompts them its own way), so plain chat only.
-
-
-def test_smollm2_chat_is_the_chat_template() -> None:
-    transcript = conversation(
-        SYSTEM, ("user", "hi"), ("assistant", "Hello! How can I help?"), ("user", "2 + 2?")
-    )
-    expected = apply_chat_template(SMOLLM2, openai_messages(transcript))
-    assert get_profile("smollm2").render(transcript) == expected
-
-
-def test_smollm2_without_a_system_message() -> None:
-    transcript = conversation(("user", "hi"))
-    expected = apply_chat_template(SMOLLM2, openai_messages(transcript))
-    assert get_profile("smollm2").render(transcript) == expected

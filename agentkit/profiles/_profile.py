@@ -117,12 +117,15 @@ class Profile:
         *,
         tool_calls: bool = True,
         id_factory: Callable[[], str] | None = None,
+        thinking: bool = True,
     ) -> StreamParser:
         """A fresh incremental parser for one assistant turn of this model.
 
         With ``tool_calls=False`` (``tool_choice="none"``) call markup stays text;
         ``id_factory`` makes the ids of calls whose format has none (HTTP adapters issue
-        ``toolu_...`` or ``call_...`` ids).
+        ``toolu_...`` or ``call_...`` ids); ``thinking=False`` (the request turned thinking
+        off, honoured where the profile has a :attr:`thinking_switch`) parses an output that
+        follows a prompt which closed the reasoning block.
         """
         return create_parser(
             self.reasoning,
@@ -130,6 +133,7 @@ class Profile:
             tool_schemas=dict(tool_schemas or {}),
             calls_in_reasoning=self.calls_in_reasoning,
             id_factory=id_factory,
+            thinking=thinking or not self.thinking_switch,
         )
 
     def render(

@@ -128,7 +128,10 @@ class ServerRuntime:
             extra=options,
         )
         parser = self.profile.new_parser(
-            schemas, tool_calls=spec.tool_choice != "none", id_factory=self._id_factory
+            schemas,
+            tool_calls=spec.tool_choice != "none",
+            id_factory=self._id_factory,
+            thinking=spec.thinking is not False,
         )
         return ModelTurn(self, request, parser, prompt, stop_sequences=tuple(spec.stop))
 

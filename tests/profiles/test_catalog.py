@@ -9,7 +9,7 @@ import logging
 from pathlib import Path
 
 import pytest
-from _qwen_template import QWEN3, apply_chat_template
+from _reference_templates import QWEN3, apply_chat_template, template_path
 
 import agentkit
 from agentkit.errors import ConfigurationError
@@ -69,7 +69,7 @@ def test_every_family_of_the_catalog_is_there_with_its_policies() -> None:
     assert get_profile("deepseek-v3.1").replay == "drop_all"
     assert get_profile("deepseek-r1").replay == "drop_all"
     assert (get_profile("nemotron").reasoning, get_profile("nemotron").tool_format) == (
-        "nemotron_deci",
+        "deepseek_r1",
         "qwen3_coder",
     )
 
@@ -89,7 +89,13 @@ def test_every_family_of_the_catalog_is_there_with_its_policies() -> None:
         ("zai-org/GLM-4.7-FP8", "glm-4.7"),
         ("MiniMaxAI/MiniMax-M2", "minimax-m2"),
         ("openai/gpt-oss-120b", "gpt-oss"),
-        ("nvidia/NVIDIA-Nemotron-Nano-9B-v2", "nemotron"),
+        ("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "nemotron"),
+        ("nvidia/NVIDIA-Nemotron-3-Super-120B-A12B-FP8", "nemotron"),
+        ("nemotron-3", "nemotron"),
+        # Other Nemotron generations write other formats: not the Nemotron-3 profile.
+        ("nvidia/Llama-3.3-Nemotron-Super-49B-v1.5", "llama3"),
+        ("nvidia/NVIDIA-Nemotron-Nano-9B-v2", "generic"),
+        ("nvidia/OpenReasoning-Nemotron-32B", "generic"),
         ("meta-llama/Llama-3.1-8B-Instruct", "llama3"),
         ("mistralai/Devstral-Small-2507", "mistral-v13"),
         ("mistralai/Mistral-Small-3.2-24B-Instruct-2506", "mistral-v11"),
@@ -180,12 +186,10 @@ def test_chat_messages_keep_interleaved_reasoning_in_order() -> None:
 
 
 def native_qwen3(tmp_path: Path) -> agentkit.Profile:
-    path = tmp_path / "chat_template.jinja"
-    path.write_text(QWEN3)
     return dataclasses.replace(
         get_profile("qwen3"),
         name="qwen3-native",
-        template=HFChatTemplate(tmp_path, profile="qwen3-native"),
+        template=HFChatTemplate(template_path(QWEN3), profile="qwen3-native"),
         replay="template_native",
     )
 
