@@ -9,8 +9,9 @@ the suffix and a side query costs about a decode step or two.
 
 Suffixes:
 
-* **DeepSeek-V4** was trained with one special token per task ("quick instructions"), at the
-  positions its encoder writes (``vllm/tokenizers/deepseek_v4_encoding.py``)::
+* **DeepSeek-V4** (and V4.1) was trained with one special token per task ("quick
+  instructions"), at the positions its encoder writes (``vllm/tokenizers/deepseek_v4_encoding.py``;
+  V4.1's ``deepseek_v41_encoding.py`` has the same tokens and positions)::
 
       action      ...<｜User｜>{prompt}<｜Assistant｜><think><｜action｜>   (chat mode: </think>)
       query       ...<｜User｜>{prompt}<｜query｜>
@@ -50,6 +51,7 @@ from agentkit.engine import Engine, GenerationRequest, Usage
 from agentkit.errors import AgentkitError, ConfigurationError
 from agentkit.profiles import Profile, ReplayPolicy, ToolSpec, dropped_reasoning, replay_view
 from agentkit.profiles._deepseek import EOS, DeepSeekDsmlTemplate
+from agentkit.profiles._deepseek_v41 import DeepSeekV41Template
 from agentkit.transcript import Message, TextBlock, Transcript
 
 __all__ = [
@@ -252,7 +254,10 @@ class SideQueryPrompt:
 
 
 def is_deepseek_v4(profile: Profile) -> bool:
+    """DeepSeek-V4 or V4.1: their encoders write the same task tokens at the same places."""
     template = profile.template
+    if isinstance(template, DeepSeekV41Template):
+        return True
     return isinstance(template, DeepSeekDsmlTemplate) and template.version == "v4"
 
 

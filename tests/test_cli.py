@@ -405,6 +405,7 @@ PROFILE_IDS = [
     "deepseek-v3.1",
     "deepseek-v3.2",
     "deepseek-v4",
+    "deepseek-v4.1",
     "generic",
     "glm-4.5",
     "glm-4.7",

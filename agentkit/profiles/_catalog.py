@@ -472,6 +472,36 @@ _family(
     ),
 )
 _family(
+    "deepseek-v4.1",
+    "DeepSeek-V4.1: <think> opened by the prompt, spaced DSML <｜DSML｜ calls>; reasoning kept "
+    "when tools are offered.",
+    replay="keep_with_tools",
+    context_window=1_048_576,
+    tokenizer="deepseek-ai/DeepSeek-V4.1-Flash",
+    patterns=("*deepseek-v4.1*", "*deepseek-v4-1*", "*deepseek-v4_1*"),
+    thinking_switch=True,
+    reference=(
+        "DeepSeek-V4.1's encoder as vLLM copies it (vllm/tokenizers/deepseek_v41_encoding.py) "
+        "through vLLM's wrapper (vllm/tokenizers/deepseek_v41.py: tools on the first system "
+        "message, thinking unless turned off, reasoning_effort high = 75)"
+    ),
+    deviations=(
+        "An assistant turn without reasoning is written <｜Assistant｜></think>content, the "
+        "encoder's form for a turn whose reasoning it dropped; where the encoder keeps "
+        "reasoning (tools offered, or the current task) it writes <think></think>content for "
+        "it. A replay view cannot tell a removed reasoning block from one never written, and "
+        "in thinking mode every turn the model writes has reasoning.",
+        "The tools go in the head (the leading system message, or a system part of their own): "
+        "vLLM's wrapper puts them on the first system message wherever it is, so a "
+        "conversation whose only system message comes later gets them there.",
+        "Without tools, keep_with_tools drops the reasoning before the last user message or "
+        "tool result; the encoder also counts a later system message as a user turn, so after "
+        "one it drops the reasoning of the turns before it too.",
+        "The reasoning effort is the template's (75, the wrapper's default; "
+        "DeepSeekV41Template(reasoning_effort=N) for another): a request cannot change it.",
+    ),
+)
+_family(
     "kimi-k2",
     "Kimi K2 (Thinking): <think> reasoning, <|tool_calls_section_begin|> tool calls.",
     replay="drop_on_plain_turns",

@@ -18,6 +18,7 @@ from agentkit.profiles._deepseek import (
     DeepSeekR1Template,
     DeepSeekV31Template,
 )
+from agentkit.profiles._deepseek_v41 import DeepSeekV41Template
 from agentkit.profiles._glm import GLM_STOPS, GlmTemplate
 from agentkit.profiles._harmony_template import HARMONY_STOPS, HarmonyTemplate
 from agentkit.profiles._kimi import KimiK2Template
@@ -33,6 +34,7 @@ FAMILY_TEMPLATES: dict[str, ChatTemplate] = {
     "deepseek-v3.1": DeepSeekV31Template(thinking=True),
     "deepseek-v3.2": DeepSeekDsmlTemplate("v3.2", thinking=True),
     "deepseek-v4": DeepSeekDsmlTemplate("v4", thinking=True),
+    "deepseek-v4.1": DeepSeekV41Template(),
     "kimi-k2": KimiK2Template(thinking=True),
     "glm-4.5": GlmTemplate("4.5"),
     "glm-4.7": GlmTemplate("4.7"),
@@ -49,6 +51,7 @@ FAMILY_STOPS: dict[str, tuple[str, ...]] = {
     "deepseek-v3.1": (EOS,),
     "deepseek-v3.2": (EOS,),
     "deepseek-v4": (EOS,),
+    "deepseek-v4.1": (EOS,),
     "kimi-k2": ("<|im_end|>",),
     "glm-4.5": GLM_STOPS,
     "glm-4.7": GLM_STOPS,
@@ -65,6 +68,7 @@ FAMILY_FORMATS: dict[str, tuple[str | None, str | None]] = {
     "deepseek-v3.1": ("deepseek_v31", "deepseek_v31"),
     "deepseek-v3.2": ("deepseek_v32", "deepseek_v32"),
     "deepseek-v4": ("deepseek_v4", "deepseek_v4"),
+    "deepseek-v4.1": ("deepseek_v4", "deepseek_v41"),
     # K2-Thinking writes <think>...</think> itself ("kimi" is Kimi-VL's ◁think▷).
     "kimi-k2": ("think", "kimi_k2"),
     "glm-4.5": ("glm45", "glm45"),

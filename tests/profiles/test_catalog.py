@@ -32,6 +32,7 @@ ISSUE_IDS = {
     "deepseek-v3.1",
     "deepseek-v3.2",
     "deepseek-v4",
+    "deepseek-v4.1",
     "kimi-k2",
     "glm-4.5",
     "glm-4.7",

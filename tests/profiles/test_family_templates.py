@@ -175,6 +175,53 @@ GOLDEN: dict[str, str] = {
         "\n"
         "<tool_result>5C</tool_result><｜Assistant｜><think>Both known.</think>Paris 20C, Oslo 5C.<｜end▁of▁sentence｜><｜User｜>Thanks.<｜Assistant｜><think>"
     ),
+    "deepseek-v4.1": (
+        "<｜begin▁of▁sentence｜><｜System｜>Reasoning Effort: 75 (range 1-100, the higher the value, the more thorough the reasoning)\n"
+        "\n"
+        "Be terse.\n"
+        "\n"
+        "## Tools\n"
+        "\n"
+        'You have access to a set of tools to help answer the user\'s question. You can invoke tools by writing a "<｜DSML｜ calls>" block like the following:\n'
+        "\n"
+        "<｜DSML｜ calls>\n"
+        '<｜DSML｜ invoke name="$TOOL_NAME">\n'
+        '<｜DSML｜ parameter name="$PARAMETER_NAME" string="true|false">$PARAMETER_VALUE</｜DSML｜ parameter>\n'
+        "...\n"
+        "</｜DSML｜ invoke>\n"
+        '<｜DSML｜ invoke name="$TOOL_NAME2">\n'
+        "...\n"
+        "</｜DSML｜ invoke>\n"
+        "</｜DSML｜ calls>\n"
+        "\n"
+        'String parameters should be specified as is and set `string="true"`. For all other types (numbers, booleans, arrays, objects), pass the value in JSON format and set `string="false"`.\n'
+        "\n"
+        "If thinking_mode is enabled (triggered by <think>), you MUST output your complete reasoning inside <think>...</think> BEFORE any tool calls or final response.\n"
+        "\n"
+        "Otherwise, output directly after </think> with tool calls or final response.\n"
+        "\n"
+        "### Available Tool Schemas\n"
+        "\n"
+        '{"name": "lookup", "description": "Look a key up.", "parameters": {"type": "object", "properties": {"key": {"type": "string", "description": "The key."}, "limit": {"default": 3, "type": "integer"}}, "required": ["key"]}}\n'
+        "\n"
+        "You MUST strictly follow the above defined tool name and parameter schemas to invoke tool calls.\n"
+        "<｜User｜>Weather in Paris and Oslo?<｜Assistant｜><think>Check Paris.</think>\n"
+        "\n"
+        "<｜DSML｜ calls>\n"
+        '<｜DSML｜ invoke name="lookup">\n'
+        '<｜DSML｜ parameter name="key" string="true">Paris</｜DSML｜ parameter>\n'
+        "</｜DSML｜ invoke>\n"
+        "</｜DSML｜ calls><think>Now Oslo.</think>\n"
+        "\n"
+        "<｜DSML｜ calls>\n"
+        '<｜DSML｜ invoke name="lookup">\n'
+        '<｜DSML｜ parameter name="key" string="true">Oslo</｜DSML｜ parameter>\n'
+        '<｜DSML｜ parameter name="limit" string="false">2</｜DSML｜ parameter>\n'
+        "</｜DSML｜ invoke>\n"
+        "</｜DSML｜ calls><｜end▁of▁sentence｜><｜User｜><tool_result>20C</tool_result>\n"
+        "\n"
+        "<tool_result>5C</tool_result><｜Assistant｜><think>Both known.</think>Paris 20C, Oslo 5C.<｜end▁of▁sentence｜><｜User｜>Thanks.<｜Assistant｜><think>"
+    ),
     "kimi-k2": (
         '<|im_system|>tool_declare<|im_middle|>[{"type": "function", "function": {"name": "lookup", "description": "Look a key up.", "parameters": {"type": "object", "properties": {"key": {"type": "string", "description": "The key."}, "limit": {"default": 3, "type": "integer"}}, "required": ["key"]}}}]<|im_end|><|im_system|>system<|im_middle|>Be terse.<|im_end|><|im_user|>user<|im_middle|>Weather in Paris and Oslo?<|im_end|><|im_assistant|>assistant<|im_middle|><think>Check Paris.</think><|tool_calls_section_begin|><|tool_call_begin|>functions.lookup:0<|tool_call_argument_begin|>{"key": "Paris"}<|tool_call_end|><|tool_calls_section_end|><think>Now Oslo.</think><|tool_calls_section_begin|><|tool_call_begin|>functions.lookup:1<|tool_call_argument_begin|>{"key": "Oslo", "limit": 2}<|tool_call_end|><|tool_calls_section_end|><|im_end|><|im_system|>lookup<|im_middle|>## Return of functions.lookup:0\n'
         "20C<|im_end|><|im_system|>lookup<|im_middle|>## Return of functions.lookup:1\n"
@@ -388,6 +435,7 @@ def test_the_tables_cover_the_same_families() -> None:
         "deepseek-v3.1",
         "deepseek-v3.2",
         "deepseek-v4",
+        "deepseek-v4.1",
         "kimi-k2",
         "glm-4.5",
         "glm-4.7",
@@ -575,7 +623,14 @@ def test_interleaved_turn_stays_interleaved(family: str) -> None:
         assert prompt.index('"Paris"') < prompt.index('"Oslo"')
         assert "Check Paris." not in prompt
         return
-    xml = family in ("glm-4.5", "glm-4.7", "minimax-m2", "deepseek-v3.2", "deepseek-v4")
+    xml = family in (
+        "glm-4.5",
+        "glm-4.7",
+        "minimax-m2",
+        "deepseek-v3.2",
+        "deepseek-v4",
+        "deepseek-v4.1",
+    )
     paris, oslo = (">Paris<", ">Oslo<") if xml else ('"Paris"', '"Oslo"')
     positions = [prompt.index(s) for s in ("Check Paris.", paris, "Now Oslo.", oslo)]
     assert positions == sorted(positions)
