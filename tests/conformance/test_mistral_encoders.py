@@ -348,3 +348,25 @@ def test_v11_has_no_reasoning_form() -> None:
 )
 def test_served_names_pick_the_version(model: str, profile: str) -> None:
     assert profile_for_model(model).name == profile
+
+
+def test_where_the_jinja_template_departs_from_the_encoder() -> None:
+    """Why the encoder is the reference for v11: llama.cpp's template writes its own default
+    system prompt (with today's date) where the conversation has none, and drops the text of
+    an assistant message that has calls; the encoder, and the profile, do neither."""
+    jinja = jinja_reference("mistral-small-3.2.jinja", bos_token="<s>", eos_token="</s>")
+    no_system = Conversation("no system message", _transcript(("user", "Hi.")))
+    assert jinja(no_system).startswith("<s>[SYSTEM_PROMPT]You are Mistral Small 3")
+    assert encoder("v11")(no_system) == profile_prompt(V11, no_system) == "<s>[INST]Hi.[/INST]"
+    text_and_calls = Conversation(
+        "text beside calls",
+        _transcript(
+            ("system", "Be terse."),
+            ("user", "Paris?"),
+            ("assistant", [TextBlock(text="Looking."), PARIS]),
+            ("tool", [_result(PARIS, "20C")]),
+        ),
+    )
+    assert "Looking." not in jinja(text_and_calls)
+    assert "[/INST]Looking.[TOOL_CALLS]lookup[CALL_ID]a1B2c3D4e" in encoder("v11")(text_and_calls)
+    assert encoder("v11")(text_and_calls) == profile_prompt(V11, text_and_calls)
