@@ -10,6 +10,7 @@ case: the prompt, and with it the prefix cache, does not depend on the choice.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Collection, Mapping
 from typing import Any
@@ -41,9 +42,17 @@ def validate_tool_choice(choice: ToolChoice, tool_names: Collection[str]) -> Non
 
 
 def tool_choice_options(
-    profile: Profile, choice: ToolChoice, schemas: Mapping[str, Mapping[str, Any]]
+    profile: Profile,
+    choice: ToolChoice,
+    schemas: Mapping[str, Mapping[str, Any]],
+    *,
+    thinking: bool = True,
 ) -> dict[str, Any]:
-    """The request options (``GenerationRequest.extra``) that enforce ``choice``."""
+    """The request options (``GenerationRequest.extra``) that enforce ``choice``.
+
+    ``thinking=False`` (the request turned thinking off, where the profile has a switch): the
+    prompt closed the reasoning block, so a grammar does not make the model close one first.
+    """
     if choice == "auto":
         return {}
     if profile.tool_format is None:
@@ -56,6 +65,13 @@ def tool_choice_options(
         markers = list(syntax.start_markers)
         return {"bad_words": markers} if markers else {}
     reasoning = get_reasoning_syntax(profile.reasoning) if profile.reasoning else None
+    if (
+        reasoning is not None
+        and reasoning.starts_inside
+        and not thinking
+        and profile.thinking_switch
+    ):
+        reasoning = dataclasses.replace(reasoning, starts_inside=False)
     document = tool_call_constraint(
         syntax,
         schemas,

@@ -111,7 +111,9 @@ class ServerRuntime:
         }
         validate_tool_choice(spec.tool_choice, list(schemas))
         options = {
-            **tool_choice_options(self.profile, spec.tool_choice, schemas),
+            **tool_choice_options(
+                self.profile, spec.tool_choice, schemas, thinking=spec.thinking is not False
+            ),
             **hint_options(spec.hints),
             **spec.options,
         }

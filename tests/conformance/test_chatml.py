@@ -14,12 +14,16 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 from typing import Any
 
 import pytest
 from _references import jinja_reference
 
+from agentkit._tool_choice import tool_choice_options
+from agentkit.engine import ScriptedEngine
 from agentkit.profiles import IncrementalTemplate, Profile, ToolSpec, get_profile
+from agentkit.server._runtime import ServerRuntime, TurnSpec
 from agentkit.template_check import (
     STANDARD_TOOLS,
     Conversation,
@@ -384,3 +388,35 @@ def test_nemotron_parser_follows_the_thinking_switch() -> None:
     coder.feed("<think>x</think>Hi")
     coder.finish()
     assert _blocks(coder.blocks) == [("text", "<think>x</think>Hi")]
+
+
+def test_nemotron_tool_choice_grammar_follows_the_thinking_switch() -> None:
+    """With thinking on the grammar makes the model close the block the prompt opened; with
+    it off the prompt closed it, and reasoning is optional."""
+    profile = get_profile("nemotron")
+    firsts = []
+    for thinking in (True, False):
+        options = tool_choice_options(profile, "required", SCHEMAS, thinking=thinking)
+        document = json.loads(options["structured_outputs"]["structural_tag"])
+        firsts.append(document["format"]["elements"][0])
+    assert (firsts[0]["type"], firsts[0]["begin"], firsts[0]["end"]) == ("tag", "", "</think>")
+    assert firsts[1]["type"] == "optional"
+    assert firsts[1]["content"]["begin"] == "<think>"
+
+
+@pytest.mark.anyio
+async def test_nemotron_server_turn_with_thinking_off_is_an_answer() -> None:
+    """The server builds the prompt and the parser with the request's thinking switch."""
+    engine = ScriptedEngine(["Hello.", "Hmm.\n</think>\nHello."])
+    runtime = ServerRuntime(engine, get_profile("nemotron"))
+    t = Transcript()
+    t.add("user", "Hi.")
+    results = []
+    for thinking in (False, None):
+        turn = runtime.start(TurnSpec(t, thinking=thinking), request_id=f"r{thinking}")
+        assert turn.request.prompt.endswith("<think></think>" if thinking is False else "<think>\n")
+        async for _ in turn.events():
+            pass
+        assert turn.message is not None
+        results.append(_blocks(turn.message.content))
+    assert results == [[("text", "Hello.")], [("reasoning", "Hmm."), ("text", "Hello.")]]
