@@ -133,6 +133,23 @@ FAMILY = [
         STANDARD_TOOLS,
     ),
     Conversation(
+        "two assistant messages in a row, two user messages in a row",
+        _transcript(
+            ("user", "Hi."),
+            ("assistant", [ReasoningBlock(text="a"), TextBlock(text="One.")]),
+            ("assistant", [ReasoningBlock(text="b"), TextBlock(text="Two.")]),
+            ("user", "Ok."),
+            ("user", "Go on."),
+        ),
+        STANDARD_TOOLS,
+    ),
+    Conversation(
+        "thinking off with a call",
+        _transcript(("user", "Look Paris up."), ("assistant", [A]), ("tool", [_result(A, "20C")])),
+        STANDARD_TOOLS,
+        thinking=False,
+    ),
+    Conversation(
         "plain exchanges without tools",
         _transcript(
             ("user", "Name a prime number."),
