@@ -20,8 +20,9 @@ from typing import Any
 import pytest
 from _references import jinja_reference
 
+import agentkit
 from agentkit._tool_choice import tool_choice_options
-from agentkit.engine import ScriptedEngine
+from agentkit.engine import ScriptedEngine, TokenizedScriptedEngine
 from agentkit.profiles import IncrementalTemplate, Profile, ToolSpec, get_profile
 from agentkit.server._runtime import ServerRuntime, TurnSpec
 from agentkit.template_check import (
@@ -420,3 +421,67 @@ async def test_nemotron_server_turn_with_thinking_off_is_an_answer() -> None:
         assert turn.message is not None
         results.append(_blocks(turn.message.content))
     assert results == [[("text", "Hello.")], [("reasoning", "Hmm."), ("text", "Hello.")]]
+
+
+@agentkit.tool
+def lookup(key: str, limit: int = 3) -> str:
+    """Look a key up in the store."""
+    return {"a": "1", "b": "2"}.get(key, "unknown")
+
+
+def _nemotron_call(key: str) -> str:
+    return (
+        f"<tool_call>\n<function=lookup>\n<parameter=key>\n{key}\n</parameter>\n</function>\n"
+        "</tool_call>\n"
+    )
+
+
+def _as_a_client_sends_it(transcript: Transcript) -> Transcript:
+    """The reasoning as a client gets it from vLLM's nemotron_v3 parser, which strips the
+    newline before </think> (agentkit's parser keeps it in the block's text; the raw output,
+    replayed, is exact either way)."""
+    copy = transcript.model_copy(deep=True)
+    for message in copy.messages:
+        for block in message.content:
+            if isinstance(block, ReasoningBlock):
+                block.text = block.text.rstrip("\n")
+    return copy
+
+
+@pytest.mark.anyio
+async def test_nemotron_agent_prompts_are_the_template() -> None:
+    """An agent's prompts, each extended from the last one's ids and the ids generated (or
+    rebuilt where the replay policy drops the reasoning of a finished task), are the template's
+    rendering of the conversation so far, ids included."""
+    profile = get_profile("nemotron")
+    outputs = [
+        "I need both.\n</think>\nLooking both up.\n" + _nemotron_call("a") + _nemotron_call("b"),
+        "1 + 2 = 3.\n</think>\nThe sum is 3.",
+        "c is new.\n</think>\n" + _nemotron_call("c"),
+        "Nothing there.\n</think>\nc is unknown.",
+    ]
+    engine = TokenizedScriptedEngine(outputs, specials=profile.special_tokens, stop=profile.stop[0])
+    agent = agentkit.Agent(engine=engine, tools=[lookup], profile="nemotron", system="Be terse.")
+    first = await agent.run("Look up a and b, then tell me the sum.")
+    assert first.output_text == "The sum is 3."
+    follow_up = first.transcript.model_copy(deep=True)
+    follow_up.add("user", "And c?")
+    second = await agent.run(follow_up)
+    assert second.output_text == "c is unknown."
+
+    tools = tuple(agent.registry.specs())
+    messages = second.transcript.messages
+    befores = [
+        Transcript(messages=messages[:i]) for i, m in enumerate(messages) if m.role == "assistant"
+    ]
+    assert len(befores) == len(engine.requests) == 4
+    for request, before in zip(engine.requests, befores, strict=True):
+        expected = reference("nemotron")(Conversation("", _as_a_client_sends_it(before), tools))
+        assert request.prompt == expected
+        assert request.prompt_token_ids == engine.encode(expected)
+    # The reasoning of the finished task is dropped (the template's truncate_history_thinking),
+    # its answer written <think></think>\nThe sum is 3.; the current task's is kept.
+    last = engine.requests[-1].prompt
+    assert "<think></think>\nThe sum is 3.<|im_end|>" in last
+    assert "I need both." not in last
+    assert "<think>\nc is new.\n</think>\n<tool_call>" in last
