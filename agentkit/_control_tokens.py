@@ -143,12 +143,13 @@ class ControlTokenGuard:
         text escaped. Messages the model generated here (with token ids) are replayed as
         generated and stay as they are; unchanged messages are shared, not copied."""
         messages = transcript.messages
-        escaped = [self._escape_message(m) for m in messages[start:]]
+        escaped = [self.escape_message(m) for m in messages[start:]]
         if all(a is b for a, b in zip(escaped, messages[start:], strict=True)):
             return transcript
         return Transcript.model_construct(messages=[*messages[:start], *escaped])
 
-    def _escape_message(self, message: Message) -> Message:
+    def escape_message(self, message: Message) -> Message:
+        """``message`` with its untrusted text escaped (itself when nothing changes)."""
         if message.role == "assistant" and message.token_ids is not None:
             return message
         content = [self._escape_block(b) for b in message.content]

@@ -30,6 +30,7 @@ from agentkit.profiles import (
     has_reasoning,
     replay_view,
 )
+from agentkit.template_check import first_difference
 from agentkit.transcript import Message, ToolResultBlock, Transcript
 
 __all__ = ["Compaction", "Prompt", "PromptBuilder", "check_replay_policy"]
@@ -110,12 +111,22 @@ class PromptBuilder:
         self._tools = self._guard.escape_tools(tools) if self._guard is not None else tools
         template = profile.template
         self._template: IncrementalTemplate | None = None
+        self._native = False
+        """Any other template (a model's own Jinja template): each prompt is rendered whole and
+        extends the last where the last render is a prefix of the new one."""
         self._stops: list[tuple[str, list[int]]] = []
         """Each stop string and its ids, longest ids first."""
-        if self._encode is not None and isinstance(template, IncrementalTemplate):
-            self._template = template
+        if self._encode is not None:
+            if isinstance(template, IncrementalTemplate):
+                self._template = template
+            else:
+                self._native = True
             stops = [(s, list(self._encode(s))) for s in profile.stop if s]
             self._stops = sorted(stops, key=lambda pair: len(pair[1]), reverse=True)
+        self._rendered = ""
+        """The last prompt as the template rendered it (escaped): the native path's prefix."""
+        self._escaped: dict[int, tuple[Message, Message]] = {}
+        """Each message seen and its escaped form (the native path escapes each message once)."""
         self._tail_stop: tuple[str, int] | None = None
         """The stop the model generated last when the text after its message does not begin
         with it (GLM ends a turn with the next role marker; engines drop stop tokens' text):
@@ -145,7 +156,9 @@ class PromptBuilder:
             dropped_reasoning(transcript, self.policy, tools=bool(self._tools)) | self._compacted
         )
         rebuilt = self._why_rebuild(dropped)
-        if rebuilt is None:
+        if rebuilt is None and self._native:
+            prompt = self._extend_native(transcript, dropped)
+        elif rebuilt is None:
             prompt = self._extend(transcript)
         else:
             prompt = self._render(transcript, dropped, rebuilt)
@@ -162,14 +175,20 @@ class PromptBuilder:
     def record(self, transcript: Transcript, message: Message) -> None:
         """The model's message for the last prompt was appended to ``transcript``."""
         raw = message.raw
-        if self._template is None or self._ids is None or message.token_ids is None or raw is None:
+        extendable = self._template is not None or self._native
+        if not extendable or self._ids is None or message.token_ids is None or raw is None:
             self._unextendable = _NO_IDS
             return
         if self._recorded_ids:  # a second message for one prompt: no prompt holds its header
             self._unextendable = "two assistant messages were recorded for one prompt"
             return
-        end = self._assistant_end(message)
         generated = list(message.token_ids)
+        if self._template is None:  # native: the next render says what follows the output
+            self._recorded_text, self._recorded_ids = raw, generated
+            self._covered = len(transcript.messages)
+            self._unextendable = None
+            return
+        end = self._assistant_end(message)
         stop = self._generated_stop(generated)
         self._tail_stop = None
         self._pending = end
@@ -201,8 +220,8 @@ class PromptBuilder:
     def _why_rebuild(self, dropped: frozenset[int]) -> str | None:
         if self._text is None:
             return "first prompt"
-        if self._template is None:
-            return "the engine or template cannot extend prompts"
+        if self._template is None and not self._native:
+            return "the engine cannot tokenize, so prompts are sent as text"
         if self._unextendable is not None:
             return self._unextendable
         newly = sorted(i for i in dropped - self._shown_dropped if i < self._covered)
@@ -242,15 +261,85 @@ class PromptBuilder:
                 )
         return Prompt(text, [*self._ids, *generated, *self._encode_text(rest)], why)
 
-    def _render(self, transcript: Transcript, dropped: frozenset[int], why: str) -> Prompt:
-        view = replay_view(transcript, dropped, self._removed_outputs)
-        if self._guard is not None:
-            view = self._guard.escape_transcript(view)
+    def _extend_native(self, transcript: Transcript, dropped: frozenset[int]) -> Prompt:
+        """The whole prompt rendered by the model's own template; where the last prompt's
+        render is a prefix of it, the last prompt's ids, the ids the model generated and the
+        tokens of only the rest (the template decides what follows the model's output)."""
+        assert self._text is not None
+        assert self._ids is not None
+        view = self._escape(replay_view(transcript, dropped, self._removed_outputs))
         rendered = self._profile.template.render(view, self._tools, thinking=self._thinking)
-        ids, note = (
-            self._encode_rendered(rendered, view) if self._encode is not None else (None, None)
-        )
-        text = self._unescape(rendered)
+        previous = self._rendered
+        if not rendered.startswith(previous):
+            where = first_difference(previous, rendered)
+            assert where is not None
+            return self._render(
+                transcript,
+                dropped,
+                f"the chat template rewrote the history at character {where.offset} "
+                f"(line {where.line}): {where.expected!r} became {where.actual!r}",
+                rendered=(view, rendered),
+            )
+        rest = rendered[len(previous) :]
+        raw, generated = self._recorded_text, self._recorded_ids
+        why = None
+        if rest.startswith(raw):
+            rest = rest[len(raw) :]
+            stop = self._generated_stop(generated)
+            if stop is not None:
+                string, n = stop
+                if rest.startswith(string):
+                    rest = rest[len(string) :]  # the model wrote it: its id is in generated
+                else:
+                    generated = generated[:-n]
+                    why = (
+                        f"the chat template closes the turn with {rest[:12]!r}, not the "
+                        f"{string!r} the model stopped with"
+                    )
+        else:
+            where = first_difference(raw, rest[: len(raw)])
+            assert where is not None
+            generated = []
+            why = (
+                f"the chat template writes the model's turn differently from its output at "
+                f"character {where.offset}: {where.actual!r} for {where.expected!r}"
+            )
+        self._rendered = rendered
+        text = self._text + self._unescape(rendered[len(previous) :])
+        return Prompt(text, [*self._ids, *generated, *self._encode_text(rest)], why)
+
+    def _escape(self, view: Transcript) -> Transcript:
+        """``view`` with its untrusted text escaped, each message once for the builder."""
+        if self._guard is None:
+            return view
+        memo = self._escaped
+        messages: list[Message] = []
+        changed = False
+        for message in view.messages:
+            hit = memo.get(id(message))
+            if hit is None or hit[0] is not message:
+                hit = (message, self._guard.escape_message(message))
+                memo[id(message)] = hit
+            changed = changed or hit[1] is not message
+            messages.append(hit[1])
+        return Transcript.model_construct(messages=messages) if changed else view
+
+    def _render(
+        self,
+        transcript: Transcript,
+        dropped: frozenset[int],
+        why: str,
+        *,
+        rendered: tuple[Transcript, str] | None = None,
+    ) -> Prompt:
+        if rendered is not None:
+            view, text = rendered
+        else:
+            view = self._escape(replay_view(transcript, dropped, self._removed_outputs))
+            text = self._profile.template.render(view, self._tools, thinking=self._thinking)
+        self._rendered = text
+        ids, note = self._encode_rendered(text, view) if self._encode is not None else (None, None)
+        text = self._unescape(text)
         if why == "first prompt":
             why_text = note
             if dropped:
@@ -269,7 +358,7 @@ class PromptBuilder:
         tokens where BPE merges across block boundaries. The note says where the history's
         text departs from a turn's output (a stop token the template writes differently)."""
         assert self._encode is not None
-        if self._template is None:
+        if self._template is None and not self._native:
             return self._encode_text(text), None
         ids: list[int] = []
         note = None

@@ -24,6 +24,7 @@ from agentkit.transcript import ContentBlock, ReasoningBlock, TextBlock, ToolCal
 
 if TYPE_CHECKING:
     from agentkit.engine import Engine
+    from agentkit.profiles import Profile
 
 __all__ = ["main"]
 
@@ -196,20 +197,86 @@ def _create_engine(model: str, options: dict[str, Any]) -> Engine:
     return VLLMEngine(model, **options)
 
 
-def _resolve_model(args: argparse.Namespace) -> tuple[str, str]:
-    """(model path or id, profile name) for ``run``."""
+def _resolve_model(args: argparse.Namespace) -> str:
+    """The model path or id for ``run``: the embedded SmolLM2 (converted once) without
+    ``--model``."""
     if args.model is None:
         from agentkit.models import ensure_smollm2
 
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the embedded model never needs the hub
-        path = ensure_smollm2(args.cache_dir, progress=not args.quiet)
-        return str(path), args.profile or "smollm2"
-    if args.profile is None:
-        from agentkit.profiles import profile_for_model
+        return str(ensure_smollm2(args.cache_dir, progress=not args.quiet))
+    return str(args.model)
 
-        # By name or alias; an unknown model gets the generic profile, with a warning.
-        return args.model, profile_for_model(args.model).name
-    return args.model, args.profile
+
+def _template_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--chat-template",
+        help="render prompts with this chat template (a model directory, tokenizer_config.json "
+        "or .jinja file); '--profile native' uses the model's own",
+    )
+    parser.add_argument("--reasoning-parser", help="reasoning format (agentkit parse --help)")
+    parser.add_argument("--tool-parser", help="tool-call format (agentkit parse --help)")
+
+
+def _check_template_command(args: argparse.Namespace) -> int:
+    from agentkit.profiles import HFChatTemplate, match_profile
+    from agentkit.template_check import compare
+
+    profile = get_profile(args.profile) if args.profile else match_profile(args.model_dir)
+    if profile is None:
+        raise ConfigurationError(
+            f"no profile matches {args.model_dir}; name one with --profile (agentkit profiles)"
+        )
+    reference = HFChatTemplate(args.model_dir, profile=f"the template of {args.model_dir}")
+    reference._read()
+    results = compare(
+        profile,
+        lambda c: reference.render(c.transcript, c.tools, thinking=c.thinking),
+    )
+    differing = [(c, d) for c, d in results if d is not None]
+    if args.json:
+        rows = [
+            {
+                "conversation": c.name,
+                "equal": d is None,
+                **(
+                    {
+                        "offset": d.offset,
+                        "line": d.line,
+                        "template": d.expected,
+                        "profile": d.actual,
+                    }
+                    if d is not None
+                    else {}
+                ),
+            }
+            for c, d in results
+        ]
+        json.dump(
+            {"profile": profile.name, "model_dir": args.model_dir, "conversations": rows},
+            sys.stdout,
+            ensure_ascii=False,
+        )
+        sys.stdout.write("\n")
+        return 1 if differing else 0
+    print(f"profile {profile.name} against the chat template of {args.model_dir}")
+    for conversation, difference in results:
+        if difference is None:
+            print(f"  equal    {conversation.name}")
+        else:
+            print(f"  DIFFERS  {conversation.name}: {difference.describe()}")
+    if differing:
+        print(
+            f"{len(differing)} of {len(results)} conversations differ"
+            + (
+                "; the profile's documented differences: " + "; ".join(profile.deviations)
+                if profile.deviations
+                else ""
+            )
+        )
+        return 1
+    print(f"all {len(results)} conversations equal")
+    return 0
 
 
 def _usage_json(result_usage: Any) -> dict[str, Any]:
@@ -221,7 +288,7 @@ def _usage_json(result_usage: Any) -> dict[str, Any]:
     }
 
 
-async def _run_agent(args: argparse.Namespace, engine: Engine, profile: str) -> int:
+async def _run_agent(args: argparse.Namespace, engine: Engine, profile: Profile) -> int:
     from agentkit.agent import Agent
     from agentkit.models._example_tools import EXAMPLE_TOOLS
 
@@ -292,21 +359,26 @@ async def _run_agent(args: argparse.Namespace, engine: Engine, profile: str) -> 
 def _run_command(args: argparse.Namespace) -> int:
     import anyio
 
-    from agentkit.profiles import get_profile as _get_profile
+    from agentkit.profiles import NATIVE, resolve_profile
 
-    if args.model is not None or args.profile is not None:
-        _get_profile(args.profile or "smollm2")  # fail on an unknown profile before any work
+    if args.profile is not None and args.profile.lower() != NATIVE:
+        get_profile(args.profile)  # fail on an unknown profile before any work
     engine: Engine
     if args.remote:
         if args.model is None:
             raise ConfigurationError("--remote needs --model: the model's name on the server")
-        from agentkit.profiles import profile_for_model
-
-        profile = args.profile or profile_for_model(args.model).name
+        model = args.model
         engine = _remote_engine(args.remote, args.model, args.remote_api_key, args.tokenizer)
     else:
-        model, profile = _resolve_model(args)
+        model = _resolve_model(args)
         engine = _create_engine(model, _engine_options(args.max_model_len))
+    profile = resolve_profile(
+        model,
+        args.profile or (None if args.model else "smollm2"),
+        chat_template=args.chat_template,
+        reasoning=args.reasoning_parser,
+        tool_format=args.tool_parser,
+    )
 
     async def go() -> int:
         try:
@@ -355,6 +427,9 @@ def _serve_command(args: argparse.Namespace) -> int:
         model=args.model if args.engine == "vllm" else None,
         script=Path(args.script) if args.engine == "scripted" else None,
         profile=args.profile,
+        chat_template=Path(args.chat_template) if args.chat_template else None,
+        reasoning_parser=args.reasoning_parser,
+        tool_parser=args.tool_parser,
         served_model_name=args.served_model_name,
         api_key=api_key,
         log_prompts=Path(args.log_prompts) if args.log_prompts else None,
@@ -498,6 +573,23 @@ def _build_parser() -> argparse.ArgumentParser:
     check.add_argument("--json", action="store_true", help="print JSON")
     check.set_defaults(handler=_check_replay_command)
 
+    template = commands.add_parser(
+        "check-template",
+        help="does a profile write what the model's own chat template writes?",
+        description="Render the standard conversations (plain, tools with hostile arguments, "
+        "results and a new user turn, several exchanges, one call, thinking off) through a "
+        "profile and through the model's own chat template, and print for each whether the "
+        "prompts are equal or where they first differ. Exit 1 when any differs.",
+    )
+    template.add_argument(
+        "model_dir", help="the model's directory (chat_template.jinja or tokenizer_config.json)"
+    )
+    template.add_argument(
+        "--profile", help="the profile to check (default: the one the directory's name matches)"
+    )
+    template.add_argument("--json", action="store_true", help="print JSON")
+    template.set_defaults(handler=_check_template_command)
+
     serve = commands.add_parser(
         "serve",
         help="serve a model over HTTP (Anthropic Messages, OpenAI Chat Completions, Responses)",
@@ -512,6 +604,7 @@ def _build_parser() -> argparse.ArgumentParser:
         "--script", help='with --engine scripted: JSON Lines, one {"output": "..."} per request'
     )
     serve.add_argument("--profile", help="the model's profile (default: from the model's name)")
+    _template_arguments(serve)
     serve.add_argument("--served-model-name", help="the model id /v1/models lists")
     serve.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1")
     serve.add_argument("--port", type=_positive_int, default=8000, help="default 8000")
@@ -564,6 +657,7 @@ def _build_parser() -> argparse.ArgumentParser:
         help="the model's profile (default: smollm2 without --model, else found from the "
         "model's name, or generic)",
     )
+    _template_arguments(run)
     run.add_argument("--max-turns", type=_positive_int, default=3, help="default 3")
     run.add_argument("--max-tokens", type=_positive_int, default=256, help="per turn; 256")
     run.add_argument("--max-model-len", type=_positive_int, default=2048, help="default 2048")

@@ -40,6 +40,7 @@ __all__ = [
     "get_profile",
     "list_profiles",
     "load_aliases",
+    "match_profile",
     "profile_for_model",
     "register_alias",
     "register_profile",
@@ -130,6 +131,23 @@ def profile_for_model(model: str) -> Profile:
     tried on the whole name and on its last path component; an unknown model gets the
     ``generic`` profile, with a warning that names it.
     """
+    matched = match_profile(model)
+    if matched is not None:
+        return matched
+    fallback = _PROFILES[FALLBACK_PROFILE]
+    _log.warning(
+        "no profile matches the model; using the fallback",
+        model=model,
+        profile=fallback.name,
+        fallback=fallback.description,
+        hint="pass profile=... or add an alias (register_alias, $AGENTKIT_PROFILE_ALIASES)",
+    )
+    return fallback
+
+
+def match_profile(model: str) -> Profile | None:
+    """The profile a served model name or local path matches (as :func:`profile_for_model`
+    finds it), or ``None``: no fallback, no warning."""
     _load_env_aliases()
     candidates = [model.lower()]
     base = model.rstrip("/").rsplit("/", 1)[-1].lower()
@@ -141,15 +159,7 @@ def profile_for_model(model: str) -> Profile:
     for pattern in sorted(_PATTERNS, key=len, reverse=True):
         if any(fnmatch.fnmatchcase(c, pattern) for c in candidates):
             return _PROFILES[_PATTERNS[pattern]]
-    fallback = _PROFILES[FALLBACK_PROFILE]
-    _log.warning(
-        "no profile matches the model; using the fallback",
-        model=model,
-        profile=fallback.name,
-        fallback=fallback.description,
-        hint="pass profile=... or add an alias (register_alias, $AGENTKIT_PROFILE_ALIASES)",
-    )
-    return fallback
+    return None
 
 
 def list_profiles() -> list[Profile]:

@@ -16,7 +16,7 @@ from starlette.applications import Starlette
 from agentkit.engine import Engine, ScriptedOutput, TokenizedScriptedEngine
 from agentkit.engine._scripted import ScriptItem
 from agentkit.errors import ConfigurationError, EngineError, EngineOverloaded
-from agentkit.profiles import Profile, get_profile, profile_for_model
+from agentkit.profiles import Profile, resolve_profile
 from agentkit.server._anthropic_response import new_tool_use_id
 from agentkit.server._app import ServerConfig, create_app
 from agentkit.server._openai_chat import chat_routes
@@ -35,6 +35,10 @@ class ServeOptions:
     model: str | None = None
     script: Path | None = None
     profile: str | None = None
+    chat_template: Path | None = None
+    """Render with this chat template (a model directory, tokenizer config or .jinja file)."""
+    reasoning_parser: str | None = None
+    tool_parser: str | None = None
     served_model_name: str | None = None
     api_key: str | None = None
     log_prompts: Path | None = None
@@ -105,10 +109,13 @@ def check_bind(host: str, api_key: str | None) -> None:
 def build_app(options: ServeOptions) -> tuple[Starlette, Engine, Profile]:
     """The app, its engine and the served profile."""
     name = options.served_model_name or options.model or "agentkit-scripted"
-    if options.profile is not None:
-        profile = get_profile(options.profile)
-    else:
-        profile = profile_for_model(options.model or name)
+    profile = resolve_profile(
+        options.model or name,
+        options.profile,
+        chat_template=options.chat_template,
+        reasoning=options.reasoning_parser,
+        tool_format=options.tool_parser,
+    )
     if options.context_window is not None or options.script is not None:
         profile = dataclasses.replace(profile, context_window=options.context_window)
     engine: Engine
