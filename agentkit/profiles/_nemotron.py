@@ -58,13 +58,10 @@ class Nemotron3Template(FamilyTemplate):
         self, messages: Sequence[Message], tools: Sequence[ToolSpec]
     ) -> tuple[list[str], int]:
         system, start = split_system(messages)
-        body = system or ""
+        parts = [system] if system else []
         if tools:
-            body = (
-                f"{body}\n\n{nemotron_tools_section(tools)}"
-                if body
-                else (nemotron_tools_section(tools))
-            )
+            parts.append(nemotron_tools_section(tools))
+        body = "\n\n".join(parts)
         return [f"{IM_START}system\n{body}{IM_END}\n"], start
 
     def _generation_prompt(self, thinking: bool) -> str:
@@ -117,6 +114,7 @@ class Nemotron3Template(FamilyTemplate):
                 out.append(f"{IM_START}user\n{body}{IM_END}\n")
                 continue
             if message.role == "assistant":
+                # With thinking on, an earlier answer without reasoning had it dropped.
                 dropped = thinking and i < last_user
                 out.append(f"{IM_START}assistant\n{self._assistant(message, thinking, dropped)}")
                 out.append(self.assistant_end)
@@ -127,6 +125,9 @@ class Nemotron3Template(FamilyTemplate):
     def _assistant(self, message: Message, thinking: bool, dropped: bool) -> str:
         raw = message.raw
         if raw is not None:
+            # Replayed after the generation prompt it followed. A message without reasoning
+            # in thinking mode was not generated as it stands (its reasoning was dropped, and
+            # the whitespace after it with it): the template's form, from its blocks.
             if opens_with_reasoning(message):
                 return f"<think>\n{raw}"
             if not thinking and not any(isinstance(b, ReasoningBlock) for b in message.content):
@@ -134,8 +135,9 @@ class Nemotron3Template(FamilyTemplate):
         return self._canonical(message, dropped)
 
     def _canonical(self, message: Message, dropped: bool) -> str:
-        """The message as the template writes it (``dropped``: an answer before the last user
-        message, whose reasoning the replay policy removed, if it has none)."""
+        """The message as the template writes it. ``dropped``: the message is before the last
+        user message in thinking mode, so if it has no reasoning, its reasoning was dropped
+        (an answer then keeps the newline that followed ``</think>``)."""
         content = message.content
         parts: list[str] = []
         first = content[0] if content else None
