@@ -485,3 +485,31 @@ async def test_nemotron_agent_prompts_are_the_template() -> None:
     assert "<think></think>\nThe sum is 3.<|im_end|>" in last
     assert "I need both." not in last
     assert "<think>\nc is new.\n</think>\n<tool_call>" in last
+
+
+@pytest.mark.parametrize("name", ["qwen3", "nemotron"])
+def test_an_interleaved_turn_stays_interleaved(name: str) -> None:
+    """Reasoning between the calls of one message (agentkit's own form: no template can
+    express it) is written in order, parses back to the same blocks, and replays exactly."""
+    paris = ToolCallBlock(id="c1", name="lookup", arguments={"key": "Paris"})
+    oslo = ToolCallBlock(id="c2", name="lookup", arguments={"key": "Oslo", "limit": 2})
+    t = Transcript()
+    t.add("user", "Paris and Oslo?")
+    t.add(
+        "assistant",
+        [ReasoningBlock(text="Paris first."), paris, ReasoningBlock(text="Now Oslo."), oslo],
+    )
+    t.add("tool", [ToolResultBlock(call_id="c1", name="lookup", content="20C")])
+    t.add("tool", [ToolResultBlock(call_id="c2", name="lookup", content="5C")])
+    conversation = Conversation("interleaved", t, STANDARD_TOOLS)
+    ((transcript, n, prompt, output),) = _play(name, conversation)
+    marks = ("Paris first.", "Paris\n</parameter>", "Now Oslo.", "Oslo\n</parameter>")
+    if name == "qwen3":
+        marks = ("Paris first.", '"Paris"', "Now Oslo.", '"Oslo"')
+    positions = [output.index(mark) for mark in marks]
+    assert positions == sorted(positions)
+    template = get_profile(name).template
+    assert isinstance(template, IncrementalTemplate)
+    assert template.render(transcript, STANDARD_TOOLS) == (
+        prompt + output + template.assistant_end + template.render_continuation(transcript, n)
+    )
