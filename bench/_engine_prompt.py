@@ -40,14 +40,18 @@ TOOL_RESULT_BYTES = 2200
 tokens a turn."""
 
 
-def qwen3_template() -> str:
-    """Qwen3's own chat template, read from the shared reference folder where the conformance
-    tests find it (``tests/conformance/_references.py``; never copied into the project)."""
+def qwen3_template_path() -> Path:
+    """Qwen3's own chat template in the shared reference folder where the conformance tests
+    find it (``tests/conformance/_references.py``; never copied into the project)."""
     conformance = str(Path(__file__).resolve().parent.parent / "tests" / "conformance")
     if conformance not in sys.path:
         sys.path.append(conformance)
     path: Path = importlib.import_module("_references").template_path("qwen3.jinja")
-    return path.read_text(encoding="utf-8")
+    return path
+
+
+def qwen3_template() -> str:
+    return qwen3_template_path().read_text(encoding="utf-8")
 
 
 _PHRASE = (
@@ -110,6 +114,11 @@ class PromptRow:
     """Of those, the tokens agentkit encodes: the tool result's turn, the generation prompt."""
     agentkit: Timing
     """``record`` of the model's message + appending the tool result + ``next_prompt``."""
+    native: Timing
+    """The same step with the model's own Jinja template (``native_profile``): the whole
+    conversation rendered, checked against the last render, only the rest tokenized."""
+    native_equal: bool
+    """Whether the native path built the same text and ids as ``apply_chat_template``."""
     template: Timing
     """``apply_chat_template(messages, tools=..., tokenize=True)`` on the whole history."""
     render_only: Timing
@@ -124,6 +133,16 @@ class PromptRow:
     def ratio(self) -> float:
         """apply_chat_template / agentkit, median wall clock."""
         return self.template.wall / self.agentkit.wall
+
+    @property
+    def native_ratio(self) -> float:
+        """apply_chat_template / the native path, median wall clock."""
+        return self.template.wall / self.native.wall
+
+    @property
+    def native_vs_profile(self) -> float:
+        """The native path / the hand-written profile, median wall clock."""
+        return self.native.wall / self.agentkit.wall
 
     @property
     def cpu_ratio(self) -> float:
@@ -170,6 +189,8 @@ class _Setup:
     encoder: _Encoder
     end_id: int
     profile: Any
+    native: Any
+    """The same model through its own Jinja template (``native_profile``)."""
     schemas: dict[str, Any]
 
 
@@ -189,13 +210,13 @@ class _State:
     """Turn n's prompt."""
 
 
-def _session(setup: _Setup, turns: Sequence[_Turn]) -> _State:
-    """Run the builder through ``turns`` as the agent loop does."""
+def _session(setup: _Setup, turns: Sequence[_Turn], profile: Any) -> _State:
+    """Run a builder for ``profile`` through ``turns`` as the agent loop does."""
     from agentkit._prompt import PromptBuilder
     from agentkit.transcript import Message, ToolResultBlock, Transcript
 
     transcript = Transcript.from_prompt(USER_PROMPT)
-    builder = PromptBuilder(setup.profile, setup.encoder, [READ_FILE_SPEC])
+    builder = PromptBuilder(profile, setup.encoder, [READ_FILE_SPEC])
     for i, t in enumerate(turns):
         prompt = builder.next_prompt(transcript)
         parser = setup.profile.new_parser(setup.schemas)
@@ -229,7 +250,8 @@ def _measure(
 ) -> PromptRow:
     n = len(turns)
     log(f"prompt: {n} turns, building the session")
-    state = _session(setup, turns)
+    state = _session(setup, turns, setup.profile)
+    native_state = _session(setup, turns, setup.native)
     # Setup objects (the vocabulary, the session) are frozen out of the collector: each timed
     # run starts with a full collection, which would otherwise traverse them every time.
     gc.collect()
@@ -244,6 +266,18 @@ def _measure(
             transcript.append(state.tool_message)
             built.append(step.next_prompt(transcript))
         del transcript.messages[-1]
+        return watch
+
+    native_built: list[Any] = []
+    native_transcript = native_state.transcript
+
+    def native_step() -> Stopwatch:
+        step = copy.copy(native_state.builder)
+        with Stopwatch() as watch:
+            step.record(native_transcript, native_state.message)
+            native_transcript.append(native_state.tool_message)
+            native_built.append(step.next_prompt(native_transcript))
+        del native_transcript.messages[-1]
         return watch
 
     messages = _messages(turns)
@@ -268,9 +302,13 @@ def _measure(
 
     log(f"prompt: {n} turns, timing")
     mine = repeat(agentkit_step, max(repeats, 5) * 3)
+    native = repeat(native_step, max(repeats, 5) * 3)
     prompt = built[0]
     if prompt.rebuilt is not None:
         raise RuntimeError(f"agentkit rebuilt the prompt instead of extending it: {prompt.rebuilt}")
+    native_prompt = native_built[0]
+    if native_prompt.rebuilt is not None:
+        raise RuntimeError(f"the native path did not extend the prompt: {native_prompt.rebuilt}")
     # What agentkit tokenizes: after the model's output and its stop token, the tool result's
     # turn and the generation prompt.
     skip = len(state.prompt_text) + len(state.message.raw or "") + len("<|im_end|>")
@@ -286,12 +324,15 @@ def _measure(
     floor = repeat(tokenize_new, max(repeats, 5) * 3)
     gc.unfreeze()
     equal = prompt.token_ids == templated[0] and prompt.text == rendered[0]
+    native_equal = native_prompt.token_ids == templated[0] and native_prompt.text == rendered[0]
     row = PromptRow(
         turns=n,
         prompt_tokens=len(templated[0]),
         new_tokens=len(templated[0]) - len(state.prompt_ids),
         new_text_tokens=len(setup.encoder.encode(new_text)),
         agentkit=mine,
+        native=native,
+        native_equal=native_equal,
         template=template,
         render_only=render_only,
         tokenize_new=floor,
@@ -299,7 +340,9 @@ def _measure(
     )
     log(
         f"prompt: {n} turns, {row.prompt_tokens} tokens: agentkit {mine.wall * 1e3:.2f} ms, "
-        f"apply_chat_template {template.wall * 1e3:.1f} ms ({row.ratio:.0f}x), same ids: {equal}"
+        f"native template {native.wall * 1e3:.2f} ms, "
+        f"apply_chat_template {template.wall * 1e3:.1f} ms ({row.ratio:.0f}x, native "
+        f"{row.native_ratio:.0f}x), same ids: {equal} / {native_equal}"
     )
     return row
 
@@ -314,16 +357,18 @@ def measure_prompts(
 
     agentkit's step is timed 15 times or more (milliseconds); ``apply_chat_template``
     ``repeats`` times, but no more than ``budget`` seconds of runs per size."""
-    from agentkit.profiles import get_profile
+    from agentkit.profiles import get_profile, native_profile
 
     tok = tokenizer_for(_Spec())
     hf = tok.hf
     hf.chat_template = qwen3_template()
+    profile = dataclasses.replace(get_profile("qwen3"), context_window=None)
     setup = _Setup(
         hf=hf,
         encoder=_Encoder(hf),
         end_id=int(hf.convert_tokens_to_ids("<|im_end|>")),
-        profile=dataclasses.replace(get_profile("qwen3"), context_window=None),
+        profile=profile,
+        native=native_profile(qwen3_template_path(), base=profile),
         schemas={"read_file": READ_FILE_SPEC["function"]["parameters"]},
     )
     all_turns = _turns(max(sizes))

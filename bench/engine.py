@@ -53,6 +53,10 @@ MIN_PAIRS = 20
 """Fewer pairs than this give (a) no verdict: a bootstrap interval needs enough samples."""
 PROMPT_TARGET = 100.0
 PROMPT_TARGET_TURNS = 500
+NATIVE_TARGET = 30.0
+"""The model's own template (``native_profile``) against ``apply_chat_template``."""
+NATIVE_VS_PROFILE = 3.0
+"""The model's own template at most this many times the hand-written profile's time."""
 
 
 @dataclass(frozen=True)
@@ -155,6 +159,17 @@ def prompt_verdict(rows: Sequence[PromptRow]) -> bool | None:
     if row is None:
         return None
     return row.equal and row.cpu_ratio >= PROMPT_TARGET and row.ratio >= PROMPT_TARGET
+
+
+def native_verdict(rows: Sequence[PromptRow]) -> bool | None:
+    row = next((r for r in rows if r.turns == PROMPT_TARGET_TURNS), None)
+    if row is None:
+        return None
+    return (
+        row.native_equal
+        and row.native_ratio >= NATIVE_TARGET
+        and row.native_vs_profile <= NATIVE_VS_PROFILE
+    )
 
 
 def render_throughput(t: ThroughputResult) -> list[str]:
@@ -270,6 +285,26 @@ def render_prompt(rows: Sequence[PromptRow], tokenizer: str | None) -> list[str]
         "",
         f"Target: at least {PROMPT_TARGET:.0f}x at {PROMPT_TARGET_TURNS} turns: "
         f"{_mark(prompt_verdict(rows))}.",
+        "",
+        "The same step through the model's own Jinja template (`native_profile`: the whole "
+        "conversation rendered, the last render checked as its prefix, only the rest "
+        "tokenized):",
+        "",
+        "| turns | native ms | profile ms | native / profile | `apply_chat_template` / native "
+        "| same text and ids |",
+        "|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r.turns} | {_ms(r.native):.2f} | {_ms(r.agentkit):.2f} "
+            f"| {r.native_vs_profile:.1f}x | {r.native_ratio:.0f}x "
+            f"| {'yes' if r.native_equal else '**no**'} |"
+        )
+    lines += [
+        "",
+        f"Target: within {NATIVE_VS_PROFILE:.0f}x of the profile and at least "
+        f"{NATIVE_TARGET:.0f}x faster than `apply_chat_template` at {PROMPT_TARGET_TURNS} "
+        f"turns: {_mark(native_verdict(rows))}.",
     ]
     return lines
 

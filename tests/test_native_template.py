@@ -14,6 +14,7 @@ import agentkit
 from agentkit import cli
 from agentkit._prompt import PromptBuilder
 from agentkit.engine import TokenizedScriptedEngine
+from agentkit.errors import ConfigurationError
 from agentkit.profiles import (
     HFChatTemplate,
     get_profile,
@@ -191,3 +192,32 @@ async def test_serve_renders_with_the_model_directory_template(tmp_path: Path) -
     (request,) = engine.requests  # type: ignore[attr-defined]
     expected = HFChatTemplate(path).render(Transcript.from_prompt("Hi."), [])
     assert request.prompt == expected
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "{{ messages.__class__.__mro__ }}",
+        "{{ ''.__class__.__base__.__subclasses__() }}",
+        "{{ raise_exception.__globals__['os'] }}",
+        "{% set _ = messages.append(1) %}",
+        "{% set _ = messages[0].update({'role': 'x'}) %}",
+    ],
+)
+def test_the_template_sandbox_still_refuses_unsafe_access(tmp_path: Path, source: str) -> None:
+    """The sandbox remembers its verdicts per type and reads dict items directly; it still
+    refuses internal attributes and changes to the conversation."""
+    path = tmp_path / "evil.jinja"
+    path.write_text(source, encoding="utf-8")
+    with pytest.raises(ConfigurationError, match="failed"):
+        HFChatTemplate(path).render(Transcript.from_prompt("hi"), [])
+
+
+def test_the_template_reads_message_fields_and_dict_methods(tmp_path: Path) -> None:
+    path = tmp_path / "fields.jinja"
+    path.write_text(
+        "{% for m in messages %}{{ m.role }}:{{ m['content'] }}:{{ m.items() | list | length }}"
+        "{{ m.missing is defined }};{% endfor %}",
+        encoding="utf-8",
+    )
+    assert HFChatTemplate(path).render(Transcript.from_prompt("hi"), []) == "user:hi:2False;"
