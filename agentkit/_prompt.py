@@ -155,7 +155,7 @@ class PromptBuilder:
         dropped = frozenset(
             dropped_reasoning(transcript, self.policy, tools=bool(self._tools)) | self._compacted
         )
-        rebuilt = self._why_rebuild(dropped)
+        rebuilt = self._why_rebuild(transcript, dropped)
         if rebuilt is None and self._native:
             prompt = self._extend_native(transcript, dropped)
         elif rebuilt is None:
@@ -217,13 +217,20 @@ class PromptBuilder:
 
     # -- internals -------------------------------------------------------------------------
 
-    def _why_rebuild(self, dropped: frozenset[int]) -> str | None:
+    def _why_rebuild(self, transcript: Transcript, dropped: frozenset[int]) -> str | None:
         if self._text is None:
             return "first prompt"
         if self._template is None and not self._native:
             return "the engine cannot tokenize, so prompts are sent as text"
         if self._unextendable is not None:
             return self._unextendable
+        # A template whose history depends on the new messages (Mistral v11's tools block
+        # stands before the last user message) says so.
+        rewrites = getattr(self._template, "rewrites_history", None)
+        if self._tools and callable(rewrites):
+            why = rewrites(transcript, self._covered)
+            if why is not None:
+                return str(why)
         newly = sorted(i for i in dropped - self._shown_dropped if i < self._covered)
         if self._compacted & set(newly):
             return "context compaction"
@@ -341,7 +348,16 @@ class PromptBuilder:
         ids, note = self._encode_rendered(text, view) if self._encode is not None else (None, None)
         text = self._unescape(text)
         if why == "first prompt":
+            # What an earlier prompt of this conversation (up to its last assistant message)
+            # would have been rendered differently in: the policy's drops, a template's move.
             why_text = note
+            last = max(
+                (i for i, m in enumerate(transcript.messages) if m.role == "assistant"),
+                default=-1,
+            )
+            rewrites = getattr(self._template, "rewrites_history", None)
+            if last >= 0 and self._tools and callable(rewrites):
+                why_text = rewrites(transcript, last + 1) or why_text
             if dropped:
                 which = ", ".join(str(i) for i in sorted(dropped))
                 why_text = (

@@ -35,7 +35,7 @@ __all__ = [
     "session_outputs",
 ]
 
-DELIBERATE = ("replay policy", "context compaction", "the chat template closes the turn")
+DELIBERATE = ("replay policy", "context compaction", "the chat template")
 """How the reasons for deliberate rebuilds begin (see ``agentkit._prompt``)."""
 
 

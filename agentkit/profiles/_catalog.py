@@ -677,14 +677,6 @@ _family(
         "Mistral-Small-3.2-24B-Instruct-2506.jinja @ 901e20bb agrees wherever it can express "
         "the conversation"
     ),
-    deviations=(
-        "[AVAILABLE_TOOLS] is written before the first user message; v11 writes it before "
-        "the last one. The block would move at every new user message, so the prompt would "
-        "stop extending the last one there and everything since the previous user message "
-        "(a whole tool loop) would be prefilled again; v13, the same models' next format, "
-        "moved it to the first user message for that reason. Conversations with one user "
-        "message are unchanged.",
-    ),
 )
 _family(
     "mistral-v13",

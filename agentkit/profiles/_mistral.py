@@ -15,9 +15,9 @@ assistant's text before its calls and one ``</s>`` after both. They differ in th
 * results: v11 ``[TOOL_RESULTS]ID[TOOL_CONTENT]...[/TOOL_RESULTS]``, v13
   ``[TOOL_RESULTS]...[/TOOL_RESULTS]`` (both in the order of the calls they answer);
 * tools: v11 writes ``[AVAILABLE_TOOLS]`` before the *last* user message, v13 before the
-  first. agentkit writes them before the first for both (a deliberate difference for v11:
-  the block would move at every new user message, and the prompt would stop extending the
-  last one there; see the catalog's ``deviations``).
+  first. So a new user message moves v11's block: :meth:`MistralTemplate.rewrites_history`
+  says so, and the prompt builder renders that prompt whole (the prefix cache keeps what
+  came before the block's old place), as the model was trained to see it.
 
 v13 writes reasoning (Magistral) as ``[THINK]...[/THINK]`` and keeps it in every turn; v11 has
 no reasoning form (mistral-common refuses a ``ThinkChunk`` before v13), so a v11 prompt leaves
@@ -41,7 +41,7 @@ from agentkit.profiles._family_common import (
     tool_results,
 )
 from agentkit.profiles._profile import ToolSpec
-from agentkit.transcript import Message, ReasoningBlock, ToolResultBlock
+from agentkit.transcript import Message, ReasoningBlock, ToolResultBlock, Transcript
 
 __all__ = ["EOS", "MistralTemplate"]
 
@@ -78,6 +78,16 @@ class MistralTemplate(FamilyTemplate):
     def assistant_end(self) -> str:
         return EOS
 
+    def rewrites_history(self, transcript: Transcript, start: int) -> str | None:
+        """Why a prompt with tools cannot extend the last one at message ``start``: v11's
+        tools block stands before the last user message, so a new one moves it."""
+        if self.version == "v11" and any(m.role == "user" for m in transcript.messages[start:]):
+            return (
+                "the chat template moves [AVAILABLE_TOOLS] before the last user message "
+                "(Mistral v11)"
+            )
+        return None
+
     def _messages(
         self,
         messages: Sequence[Message],
@@ -87,17 +97,21 @@ class MistralTemplate(FamilyTemplate):
         gen: bool,
     ) -> None:
         # A continuation starts after an assistant message, past the first user message, and
-        # gets no tools: the tools section is written once, in the first render.
+        # gets no tools: the tools section is written in the whole render (v13: before the
+        # first user message; v11: before the last, see rewrites_history).
         pending_tools = bool(tools)
         n = len(messages)
+        last_user = max((k for k in range(n) if messages[k].role == "user"), default=-1)
         while i < n:
             message = messages[i]
             if message.role == "user":
                 texts = []
+                run = i
                 while i < n and messages[i].role == "user":
                     texts.append(messages[i].text)
                     i += 1
-                if pending_tools:
+                here = self.version != "v11" or run <= last_user < i
+                if pending_tools and here:
                     tools_json = to_json([_tool(t) for t in tools])
                     out.append(f"[AVAILABLE_TOOLS]{tools_json}[/AVAILABLE_TOOLS]")
                     pending_tools = False

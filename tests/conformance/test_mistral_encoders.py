@@ -41,6 +41,8 @@ from mistral_common.tokens.tokenizers.instruct import (
 from mistral_common.tokens.tokenizers.mistral import MistralTokenizer
 from mistral_common.tokens.tokenizers.tekken import SpecialTokenInfo, Tekkenizer
 
+from agentkit._prompt import PromptBuilder
+from agentkit.engine import TokenizedScriptedEngine
 from agentkit.profiles import get_profile, profile_for_model
 from agentkit.template_check import (
     STANDARD_TOOLS,
@@ -52,6 +54,7 @@ from agentkit.template_check import (
 )
 from agentkit.transcript import (
     ContentBlock,
+    Message,
     ReasoningBlock,
     TextBlock,
     ToolCallBlock,
@@ -261,47 +264,54 @@ def test_v13_has_no_deviations() -> None:
 V11_CONVERSATIONS = [*conversations_for(V11), *family_conversations(reasoning=False), VALID_IDS]
 
 
-def _tools_before_last_user(prompt: str) -> str:
-    """The profile's prompt with its tools block moved to where v11 writes it: before the last
-    [INST] instead of the first."""
-    start = prompt.find("[AVAILABLE_TOOLS]")
-    if start < 0:
-        return prompt
-    end = prompt.index("[/AVAILABLE_TOOLS]") + len("[/AVAILABLE_TOOLS]")
-    block, rest = prompt[start:end], prompt[:start] + prompt[end:]
-    last = rest.rindex("[INST]")
-    return rest[:last] + block + rest[last:]
-
-
 @pytest.mark.parametrize("conversation", _ids(V11_CONVERSATIONS))
-def test_v11_prompts_equal_the_encoder_but_for_the_tools_position(
-    conversation: Conversation,
-) -> None:
+def test_v11_prompts_equal_the_encoder(conversation: Conversation) -> None:
     expected = encoder("v11")(conversation)
-    prompt = profile_prompt(V11, conversation)
-    users = sum(m.role == "user" for m in conversation.transcript.messages)
-    if conversation.tools and users > 1:
-        # The deliberate difference, and the only one.
-        assert prompt != expected
-        assert prompt.index("[AVAILABLE_TOOLS]") < prompt.index("[INST]")
-        prompt = _tools_before_last_user(prompt)
-    difference = first_difference(expected, prompt)
+    difference = first_difference(expected, profile_prompt(V11, conversation))
     assert difference is None, difference.describe(expected="encoder")
 
 
-def test_v11_deviation_is_documented() -> None:
-    (deviation,) = V11.deviations
-    assert "[AVAILABLE_TOOLS]" in deviation
-    assert "first user message" in deviation
+def test_v11_has_no_deviations() -> None:
+    assert V11.deviations == ()
 
 
-def test_v11_prompts_stay_prefixes_of_the_next_turn() -> None:
-    """Why the tools stay put: a new user message leaves the prompt before it unchanged."""
-    earlier = _transcript(*[(m.role, m.content) for m in VALID_IDS.transcript.messages[:-1]])
-    before = V11.template.render(earlier, STANDARD_TOOLS, add_generation_prompt=False)
-    after = V11.template.render(VALID_IDS.transcript, STANDARD_TOOLS)
-    assert after.startswith(before)
-    assert not encoder("v11")(VALID_IDS).startswith(before)
+def test_a_new_user_message_moves_the_v11_tools_and_the_prompt_is_rebuilt() -> None:
+    """v11's tools block stands before the last user message: a new one moves it, so the
+    prompt builder renders that prompt whole and says why (the encoder's text, every turn)."""
+    engine = TokenizedScriptedEngine([], specials=V11.special_tokens)
+    builder = PromptBuilder(V11, engine, list(STANDARD_TOOLS))
+    messages = VALID_IDS.transcript.messages
+    transcript = Transcript(messages=list(messages[:2]))
+    builder.next_prompt(transcript)
+    output = '[TOOL_CALLS]lookup[CALL_ID]a1B2c3D4e[ARGS]{"key": "Paris"}'
+    parser = V11.new_parser({"lookup": {}})
+    parser.feed(output)
+    parser.finish()
+    generated = Message(
+        role="assistant",
+        content=list(parser.blocks),
+        token_ids=[*engine.encode(output), *engine.encode("</s>")],
+    )
+    transcript.append(generated)
+    builder.record(transcript, generated)
+    transcript.add("tool", [_result(PARIS, "20C")])
+    in_loop = builder.next_prompt(transcript)
+    assert in_loop.rebuilt is None  # no new user message: the prompt extends the last
+    answer = Message(
+        role="assistant",
+        content=[TextBlock(text="Paris 20C.", raw="Paris 20C.")],
+        token_ids=[*engine.encode("Paris 20C."), *engine.encode("</s>")],
+    )
+    transcript.append(answer)
+    builder.record(transcript, answer)
+    transcript.add("user", "And Rome?")
+    moved = builder.next_prompt(transcript)
+    assert (
+        moved.rebuilt
+        == "the chat template moves [AVAILABLE_TOOLS] before the last user message (Mistral v11)"
+    )
+    assert moved.text.index("[AVAILABLE_TOOLS]") > moved.text.index("Paris and Oslo?")
+    assert moved.text == V11.template.render(transcript, STANDARD_TOOLS)
 
 
 def test_v11_calls_and_results_carry_the_ids() -> None:
@@ -317,7 +327,7 @@ def test_v11_validated_pipeline_and_jinja_template_agree() -> None:
     assert expected == encoder("v11")(VALID_IDS)
     jinja = jinja_reference("mistral-small-3.2.jinja", bos_token="<s>", eos_token="</s>")
     assert jinja(VALID_IDS) == expected
-    assert _tools_before_last_user(profile_prompt(V11, VALID_IDS)) == expected
+    assert profile_prompt(V11, VALID_IDS) == expected
 
 
 def test_v11_has_no_reasoning_form() -> None:

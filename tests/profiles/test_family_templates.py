@@ -420,7 +420,7 @@ GOLDEN: dict[str, str] = {
         "\n"
     ),
     "mistral-v11": (
-        '<s>[SYSTEM_PROMPT]Be terse.[/SYSTEM_PROMPT][AVAILABLE_TOOLS][{"type": "function", "function": {"name": "lookup", "description": "Look a key up.", "parameters": {"type": "object", "properties": {"key": {"type": "string", "description": "The key."}, "limit": {"default": 3, "type": "integer"}}, "required": ["key"]}}}][/AVAILABLE_TOOLS][INST]Weather in Paris and Oslo?[/INST][TOOL_CALLS]lookup[CALL_ID]c1[ARGS]{"key": "Paris"}[TOOL_CALLS]lookup[CALL_ID]c2[ARGS]{"key": "Oslo", "limit": 2}</s>[TOOL_RESULTS]c1[TOOL_CONTENT]20C[/TOOL_RESULTS][TOOL_RESULTS]c2[TOOL_CONTENT]5C[/TOOL_RESULTS]Paris 20C, Oslo 5C.</s>[INST]Thanks.[/INST]'
+        '<s>[SYSTEM_PROMPT]Be terse.[/SYSTEM_PROMPT][INST]Weather in Paris and Oslo?[/INST][TOOL_CALLS]lookup[CALL_ID]c1[ARGS]{"key": "Paris"}[TOOL_CALLS]lookup[CALL_ID]c2[ARGS]{"key": "Oslo", "limit": 2}</s>[TOOL_RESULTS]c1[TOOL_CONTENT]20C[/TOOL_RESULTS][TOOL_RESULTS]c2[TOOL_CONTENT]5C[/TOOL_RESULTS]Paris 20C, Oslo 5C.</s>[AVAILABLE_TOOLS][{"type": "function", "function": {"name": "lookup", "description": "Look a key up.", "parameters": {"type": "object", "properties": {"key": {"type": "string", "description": "The key."}, "limit": {"default": 3, "type": "integer"}}, "required": ["key"]}}}][/AVAILABLE_TOOLS][INST]Thanks.[/INST]'
     ),
     "mistral-v13": (
         '<s>[SYSTEM_PROMPT]Be terse.[/SYSTEM_PROMPT][AVAILABLE_TOOLS][{"type": "function", "function": {"name": "lookup", "description": "Look a key up.", "parameters": {"type": "object", "properties": {"key": {"type": "string", "description": "The key."}, "limit": {"default": 3, "type": "integer"}}, "required": ["key"]}}}][/AVAILABLE_TOOLS][INST]Weather in Paris and Oslo?[/INST][THINK]Check Paris.[/THINK][TOOL_CALLS]lookup[ARGS]{"key": "Paris"}[THINK]Now Oslo.[/THINK][TOOL_CALLS]lookup[ARGS]{"key": "Oslo", "limit": 2}</s>[TOOL_RESULTS]20C[/TOOL_RESULTS][TOOL_RESULTS]5C[/TOOL_RESULTS][THINK]Both known.[/THINK]Paris 20C, Oslo 5C.</s>[INST]Thanks.[/INST]'
@@ -601,9 +601,32 @@ def test_incremental_prompt_equals_full_render(family: str) -> None:
     template = FAMILY_TEMPLATES[family]
     assert isinstance(template, IncrementalTemplate)
     for t, n, prompt, output in _play(family):
+        if _rewrites_history(template, t, n):
+            continue  # the prompt builder renders this one whole (tested below)
         assert template.render(t, TOOLS) == (
             prompt + output + template.assistant_end + template.render_continuation(t, n)
         )
+
+
+def _rewrites_history(template: object, t: Transcript, n: int) -> str | None:
+    """Why a template with tools cannot extend the last prompt at message ``n`` (Mistral v11:
+    a new user message moves its tools block), or ``None``."""
+    rewrites = getattr(template, "rewrites_history", None)
+    return rewrites(t, n) if callable(rewrites) else None
+
+
+def test_only_mistral_v11_rewrites_history_and_says_so() -> None:
+    for family in FAMILIES:
+        reasons = {
+            _rewrites_history(FAMILY_TEMPLATES[family], t, n) for t, n, _, _ in _play(family)
+        }
+        if family == "mistral-v11":
+            assert reasons == {
+                None,
+                "the chat template moves [AVAILABLE_TOOLS] before the last user message (Mistral v11)",
+            }
+        else:
+            assert reasons == {None}, family
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -611,7 +634,10 @@ def test_each_prompt_extends_the_last(family: str) -> None:
     """Under exact replay the tools section and everything else before the new turn stay."""
     template = FAMILY_TEMPLATES[family]
     prompts = [prompt for _, _, prompt, _ in _play(family)]
-    prompts.append(template.render(_play(family)[-1][0], TOOLS))
+    last, n, _, _ = _play(family)[-1]
+    if _rewrites_history(template, last, n):
+        return  # the new user message moves the tools block (Mistral v11)
+    prompts.append(template.render(last, TOOLS))
     for before, after in itertools.pairwise(prompts):
         assert after.startswith(before)
 
