@@ -69,8 +69,8 @@ overrides it. It is applied to a view of the transcript; the transcript keeps ev
   at that turn; `Agent(replay="drop_on_plain_turns")` keeps the current task's reasoning
   instead, which those templates cannot express (an explicit choice).
 - `template_native`: whatever the model's own Jinja chat template does with
-  `reasoning_content` (`enable_thinking=true`, `truncate_history_thinking=false`); needs
-  `template=HFChatTemplate(path)`. Prompts are rendered whole each turn.
+  `reasoning_content`, with its own defaults; needs `template=HFChatTemplate(path)`. Each prompt
+  is rendered whole; where the last render is a prefix of it, only the rest is tokenized.
 
 Interleaved reasoning (`<think>r0</think> call0 <think>r1</think> call1`) stays interleaved in
 every policy that keeps it: the view removes whole reasoning blocks and never moves the others.
@@ -79,6 +79,25 @@ Each turn's `TurnComplete` event says why its prompt did not extend the previous
 runs a scripted tool-using session and prints, per turn, the prompt tokens, the tokens reused
 from the previous prompt + output, and the first divergence as a short diff; it exits 1 when a
 break is not explained by the policy.
+
+## Checked against the models' own templates
+
+Each profile below names the template or encoder its prompts were checked against and every
+deliberate difference. `tests/conformance/` renders the standard conversations
+(`agentkit.template_check`: plain, with and without a system message; several exchanges with
+reasoning; one call; tools with hostile arguments, their results and a new user turn; thinking
+off where the profile has a switch) through the profile and through the reference, and diffs
+the text. `agentkit check-template MODEL_DIR [--profile P]` does the same against a model
+directory's own chat template, prints where the prompts first differ and exits 1.
+
+## Any model with a chat template
+
+A model without a profile runs through its own Jinja template: `agentkit run --model DIR`
+(and `serve`) uses it when the directory's name matches no profile, `--profile native` asks
+for it, `--chat-template PATH` names another, and `--reasoning-parser` / `--tool-parser` name
+the parsers (default: those of the profile the name matches, else `generic`'s). In code:
+`Agent(profile=native_profile("path/to/model"))`. The template's own defaults decide what the
+history keeps (`template_native`).
 
 ## Tool-output truncation
 
