@@ -17,12 +17,16 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from agentkit.errors import ConfigurationError, RunError
+from agentkit.errors import AgentkitError, ConfigurationError, RunError
 from agentkit.parsing import create_parser
 from agentkit.profiles import get_profile, list_profiles
 from agentkit.transcript import ContentBlock, ReasoningBlock, TextBlock, ToolCallBlock
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from agentkit._live import Terminal
+    from agentkit.agent import Agent
     from agentkit.engine import Engine
     from agentkit.profiles import Profile
 
@@ -167,6 +171,20 @@ RUN_SYSTEM_PROMPT = (
     "You are a helpful assistant. Use a tool when it helps: the calculator for arithmetic, "
     "current_utc_time for the date or time. Answer briefly."
 )
+RUN_EXAMPLE_PROMPT = "What is 12 * 7? Use the calculator tool."
+EMBEDDED_TEMPERATURE = 0.0
+
+
+def _embedded_tool_choice(prompt: str) -> str:
+    """The embedded 135M model's first turn: a call to the one tool the prompt names (the
+    example names the calculator), else a call to any of the tools (``required``: one or more
+    calls); the call's arguments are held to the tool's schema in the profile's call format
+    by structured outputs. Later turns are ``auto``, so the run ends with an answer."""
+    from agentkit.models._example_tools import EXAMPLE_TOOLS
+
+    text = prompt.lower()
+    named = [t.name for t in EXAMPLE_TOOLS if t.name.lower() in text]
+    return named[0] if len(named) == 1 else "required"
 
 
 def _cuda_available() -> bool:
@@ -288,7 +306,10 @@ def _usage_json(result_usage: Any) -> dict[str, Any]:
     }
 
 
-async def _run_agent(args: argparse.Namespace, engine: Engine, profile: Profile) -> int:
+async def _run_agent(
+    args: argparse.Namespace, engine: Engine, profile: Profile, terminal: Terminal | None
+) -> int:
+    """The run itself: JSON (``--json``) or the live view on ``terminal``."""
     from agentkit.agent import Agent
     from agentkit.models._example_tools import EXAMPLE_TOOLS
 
@@ -301,94 +322,178 @@ async def _run_agent(args: argparse.Namespace, engine: Engine, profile: Profile)
         max_tokens=args.max_tokens,
         temperature=args.temperature,
         tool_timeout=10.0,
+        tool_choice=args.tool_choice,
     )
+    if terminal is None:
+        return await _run_json(args, agent)
+    return await _run_live(args, agent, engine, terminal)
+
+
+async def _run_json(args: argparse.Namespace, agent: Agent) -> int:
     out = sys.stdout
-    quiet = args.json
+    try:
+        result = await agent.run(args.prompt)
+    except RunError as error:
+        payload: dict[str, Any] = {"ok": False, "error": str(error), "type": type(error).__name__}
+        if error.transcript is not None:
+            payload["transcript"] = error.transcript.model_dump(mode="json")
+        json.dump(payload, out, ensure_ascii=False)
+        out.write("\n")
+        return 1
+    json.dump(
+        {
+            "ok": True,
+            "run_id": result.run_id,
+            "output_text": result.output_text,
+            "transcript": result.transcript.model_dump(mode="json"),
+            "usage": _usage_json(result.usage),
+        },
+        out,
+        ensure_ascii=False,
+    )
+    out.write("\n")
+    return 0
+
+
+def _what_was_used(args: argparse.Namespace, model: str, profile: Profile) -> list[str]:
+    """The header of the live view: the model, and every aid the run gives it."""
+    where = (
+        f"remote {args.remote}"
+        if args.remote
+        else "vLLM in this process, " + ("GPU" if _cuda_available() else "CPU")
+    )
+    name = "SmolLM2-135M-Instruct (embedded)" if args.model is None else model
+    lines = [f"agentkit run: {name}, profile {profile.name}, {where}"]
+    aids: list[str] = []
+    if args.tool_choice != "auto":
+        what = (
+            "one or more calls to the tools"
+            if args.tool_choice == "required"
+            else f"one call to {args.tool_choice}"
+            + (" (the tool the prompt names)" if args.tool_choice in args.prompt.lower() else "")
+        )
+        if args.tool_choice == "none":
+            aids.append("tool_choice=none on the first turn (no calls)")
+        else:
+            aids.append(
+                f"tool_choice={args.tool_choice} on the first turn: {what}, its arguments held "
+                f"to the tool's JSON schema in the profile's {profile.tool_format} call format "
+                "by structured outputs; later turns auto"
+            )
+    if args.temperature == 0:
+        aids.append("greedy decoding (temperature 0)")
+    if args.system == RUN_SYSTEM_PROMPT:
+        aids.append("a system prompt that names the tools (--system)")
+    if aids:
+        lines.append("aids: " + "; ".join(aids))
+    return lines
+
+
+async def _run_live(
+    args: argparse.Namespace, agent: Agent, engine: Engine, terminal: Terminal
+) -> int:
+    import time
+
+    from agentkit._live import LiveView
+
+    view = LiveView(terminal.out, color=terminal.out.isatty() and "NO_COLOR" not in os.environ)
+    for line in _what_was_used(args, str(args.model or ""), agent.profile):
+        view.note(line)
+    start = getattr(engine, "start", None)
+    if start is not None and not getattr(engine, "started", True):
+        if args.quiet:
+            await start()
+        else:
+            label = "connecting" if args.remote else "starting the engine (vLLM)"
+            await view.while_starting(label, start)
+    view.line(f"> {args.prompt}", "\x1b[1m")
+    started = time.perf_counter()
     try:
         async with agent.stream(args.prompt) as events:
             async for event in events:
-                if quiet:
-                    continue
-                if event.type in {"reasoning_delta", "text_delta"}:
-                    out.write(event.text)
-                    out.flush()
-                elif event.type == "tool_call_complete":
-                    arguments = json.dumps(event.arguments, ensure_ascii=False)
-                    out.write(f"\n-> {event.name}({arguments})\n")
-                elif event.type == "tool_result":
-                    out.write(f"<- {event.name}: {event.content}\n")
+                view.event(event)
         result = events.result
     except RunError as error:
-        if args.json:
-            payload: dict[str, Any] = {
-                "ok": False,
-                "error": str(error),
-                "type": type(error).__name__,
-            }
-            if error.transcript is not None:
-                payload["transcript"] = error.transcript.model_dump(mode="json")
-            json.dump(payload, out, ensure_ascii=False)
-            out.write("\n")
-        else:
-            print(f"\nagentkit: run failed: {error}", file=sys.stderr)
+        view.line(f"agentkit: run failed: {error}")
+        if error.transcript is not None:
+            turns = [m for m in error.transcript.messages if m.role == "assistant"]
+            view.note(f"[{len(turns)} model turns before the failure]")
         return 1
-    if args.json:
-        json.dump(
-            {
-                "ok": True,
-                "run_id": result.run_id,
-                "output_text": result.output_text,
-                "transcript": result.transcript.model_dump(mode="json"),
-                "usage": _usage_json(result.usage),
-            },
-            out,
-            ensure_ascii=False,
-        )
-        out.write("\n")
-    else:
-        usage = result.usage
-        out.write("\n")
-        print(
-            f"[{len(usage.turns)} turn(s); prompt tokens {usage.prompt_tokens} "
-            f"({usage.cached_prompt_tokens} cached), output tokens {usage.output_tokens}]",
-            file=sys.stderr,
-        )
+    view.summary(result.usage.turns, time.perf_counter() - started)
     return 0
 
 
 def _run_command(args: argparse.Namespace) -> int:
     import anyio
 
+    from agentkit._live import engine_logs_to_file
     from agentkit.profiles import NATIVE, resolve_profile
 
     if args.profile is not None and args.profile.lower() != NATIVE:
         get_profile(args.profile)  # fail on an unknown profile before any work
+    embedded = args.model is None and not args.remote
+    if args.tool_choice is None:
+        args.tool_choice = _embedded_tool_choice(args.prompt) if embedded else "auto"
+    if args.temperature is None and embedded:
+        args.temperature = EMBEDDED_TEMPERATURE
+    if args.log_level:
+        os.environ["VLLM_LOGGING_LEVEL"] = args.log_level.upper()
+    elif args.verbose:
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", "INFO")
     engine: Engine
     if args.remote:
         if args.model is None:
             raise ConfigurationError("--remote needs --model: the model's name on the server")
         model = args.model
-        engine = _remote_engine(args.remote, args.model, args.remote_api_key, args.tokenizer)
     else:
-        model = _resolve_model(args)
-        engine = _create_engine(model, _engine_options(args.max_model_len))
-    profile = resolve_profile(
-        model,
-        args.profile or (None if args.model else "smollm2"),
-        chat_template=args.chat_template,
-        reasoning=args.reasoning_parser,
-        tool_format=args.tool_parser,
-    )
-
-    async def go() -> int:
+        model = _resolve_model(args)  # the one-time conversion shows its progress bar here
+    # From here on, vLLM's output (its loggers, its engine process, torch's warnings) goes to
+    # a log file, unless asked for; --json leaves it on standard error, as always.
+    show_logs = args.json or args.verbose or args.log_level
+    log_file = None if show_logs else _log_dir() / "engine.log"
+    with engine_logs_to_file(log_file) as terminal:
         try:
-            return await _run_agent(args, engine, profile)
-        finally:
-            aclose = getattr(engine, "aclose", None)
-            if aclose is not None:
-                await aclose()
+            if args.remote:
+                engine = _remote_engine(
+                    args.remote, args.model, args.remote_api_key, args.tokenizer
+                )
+            else:
+                engine = _create_engine(model, _engine_options(args.max_model_len))
+            profile = resolve_profile(
+                model,
+                args.profile or (None if args.model else "smollm2"),
+                chat_template=args.chat_template,
+                reasoning=args.reasoning_parser,
+                tool_format=args.tool_parser,
+            )
 
-    return anyio.run(go)
+            async def go() -> int:
+                try:
+                    return await _run_agent(args, engine, profile, None if args.json else terminal)
+                finally:
+                    aclose = getattr(engine, "aclose", None)
+                    if aclose is not None:
+                        await aclose()
+
+            return anyio.run(go)
+        except AgentkitError as error:
+            if terminal.log_file is None or isinstance(error, ConfigurationError):
+                raise
+            from agentkit._live import log_tail
+
+            tail = log_tail(terminal.log_file)
+            print(f"agentkit: error: {error}", file=terminal.err)
+            if tail:
+                print(f"--- the last lines of {terminal.log_file}:\n{tail}", file=terminal.err)
+            terminal.err.flush()
+            return 1
+
+
+def _log_dir() -> Path:
+    """``$AGENTKIT_CACHE_DIR/logs`` (default ``~/.cache/agentkit/logs``)."""
+    from agentkit.models import models_cache_dir
+
+    return models_cache_dir().parent / "logs"
 
 
 def _remote_engine(urls: str, model: str, api_key: str | None, tokenizer: str | None) -> Engine:
@@ -647,8 +752,10 @@ def _build_parser() -> argparse.ArgumentParser:
         "run",
         help="run an agent with example tools (calculator, current UTC time) on a prompt",
         description="Run an agent on PROMPT. Without --model: the embedded "
-        "SmolLM2-135M-Instruct (a 135M model: expect clumsy tool use), converted on first use "
-        "into $AGENTKIT_CACHE_DIR/models (default ~/.cache/agentkit/models).",
+        "SmolLM2-135M-Instruct, converted on first use into $AGENTKIT_CACHE_DIR/models "
+        "(default ~/.cache/agentkit/models), with aids a 135M model needs (a first turn that "
+        "must call a tool, greedy decoding), which the output names. On a terminal the run "
+        "streams as a live view; --json prints the result as JSON.",
     )
     run.add_argument("--model", help="any vLLM-loadable model directory or repo id")
     _remote_arguments(run)
@@ -661,12 +768,39 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-turns", type=_positive_int, default=3, help="default 3")
     run.add_argument("--max-tokens", type=_positive_int, default=256, help="per turn; 256")
     run.add_argument("--max-model-len", type=_positive_int, default=2048, help="default 2048")
-    run.add_argument("--temperature", type=float, default=None)
+    run.add_argument(
+        "--temperature",
+        type=float,
+        default=None,
+        help="default: 0 (greedy) on the embedded model, else the model's own default",
+    )
+    run.add_argument(
+        "--tool-choice",
+        help="the first turn's tool_choice: auto, required, none or a tool's name (required "
+        "and a name hold the call to the tool's schema with structured outputs); default: "
+        "on the embedded model the tool the prompt names, else required; auto with --model",
+    )
     run.add_argument("--system", default=RUN_SYSTEM_PROMPT, help="system prompt")
     run.add_argument("--cache-dir", help="directory for the converted embedded model")
     run.add_argument("--json", action="store_true", help="print the run result as JSON")
-    run.add_argument("--quiet", action="store_true", help="no conversion progress bar")
-    run.add_argument("prompt", help="the user's message")
+    run.add_argument(
+        "--quiet", action="store_true", help="no conversion progress bar, no engine status"
+    )
+    run.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show vLLM's log lines (INFO); by default they go to "
+        "$AGENTKIT_CACHE_DIR/logs/engine.log, shown only when the engine fails",
+    )
+    run.add_argument(
+        "--log-level", help="show vLLM's log lines from this level (DEBUG, INFO, WARNING...)"
+    )
+    run.add_argument(
+        "prompt",
+        nargs="?",
+        default=RUN_EXAMPLE_PROMPT,
+        help=f"the user's message (default: {RUN_EXAMPLE_PROMPT!r})",
+    )
     run.set_defaults(handler=_run_command)
     return parser
 

@@ -1,13 +1,46 @@
 #!/usr/bin/env bash
 # Create .venv (if missing) and install agentkit with the given extras.
 # Usage: bash scripts/setup.sh [EXTRAS]   (default: dev; e.g. dev,cpu for the vLLM CPU engine)
+#
+# A stamp (.venv/.agentkit-setup) records what was installed: a hash of pyproject.toml, this
+# script and the venv's Python version, and the extras. When the hash is unchanged and the
+# extras asked for were installed already, pip is not run at all (a warm rerun costs well under
+# a second). Delete the stamp (or .venv) to force a reinstall.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extras="${1:-dev}"
 python=${PYTHON:-python3}
+stamp=.venv/.agentkit-setup
 if [ ! -x .venv/bin/python ]; then
     "$python" -m venv .venv
+    rm -f "$stamp"
 fi
+
+# The inputs' hash, and the extras already installed under that hash.
+inputs=$(.venv/bin/python - <<'EOF'
+import hashlib, sys
+digest = hashlib.sha256(sys.version.encode())
+for name in ("pyproject.toml", "scripts/setup.sh"):
+    with open(name, "rb") as f:
+        digest.update(name.encode() + b"\0" + f.read())
+print(digest.hexdigest())
+EOF
+)
+installed=""
+if [ -f "$stamp" ] && [ "$(sed -n 1p "$stamp")" = "$inputs" ]; then
+    installed=$(sed -n 2p "$stamp")
+fi
+missing=""
+for extra in ${extras//,/ }; do
+    case ",$installed," in
+        *",$extra,"*) ;;
+        *) missing="$missing $extra" ;;
+    esac
+done
+if [ -z "$missing" ]; then
+    exit 0  # the venv already has these extras for these inputs
+fi
+
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet -e ".[${extras}]"
 case ",$extras," in
@@ -23,3 +56,7 @@ case ",$extras," in
         .venv/bin/python -m pip install --quiet -e ".[embedded]"
         ;;
 esac
+
+# Record the union: an install adds packages and removes none (torchvision and friends aside).
+all=$(printf '%s\n' ${installed//,/ } ${extras//,/ } | sort -u | paste -sd, -)
+printf '%s\n%s\n' "$inputs" "$all" >"$stamp"

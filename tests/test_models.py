@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import agentkit.cli as cli
-from agentkit.engine import Engine, ScriptedEngine
+from agentkit.engine import Engine, GenerationRequest, ScriptedEngine
 from agentkit.errors import ConfigurationError
 from agentkit.models import (
     CACHE_ENV,
@@ -113,7 +113,6 @@ def spy(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> _Spy:
         ["run", "--max-turns", "0", "hi"],
         ["run", "--max-tokens", "-1", "hi"],
         ["run", "--max-turns", "x", "hi"],
-        ["run"],
     ],
 )
 def test_run_rejects_bad_arguments(argv: list[str], spy: _Spy) -> None:
@@ -164,15 +163,89 @@ def test_run_streams_text_and_reports_max_turns(
     captured = capsys.readouterr()
     assert '-> calculator({"expression": "12 * 7"})' in captured.out
     assert "<- calculator: 84" in captured.out
-    assert "max_turns=1" in captured.err
+    assert "max_turns=1" in captured.out
     assert spy.created[0][0] == "m"
 
 
 def test_run_text_output(spy: _Spy, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["run", "--model", "m", "--profile", "smollm2", "x"]) == 0
-    captured = capsys.readouterr()
-    assert captured.out.endswith("12 * 7 = 84.\n")
-    assert "2 turn(s)" in captured.err
+    lines = capsys.readouterr().out.splitlines()
+    # Not a terminal: the live view's lines without colours.
+    assert "\x1b[" not in "\n".join(lines)
+    assert lines[0] == "agentkit run: m, profile smollm2, vLLM in this process, CPU"
+    assert lines[1] == "aids: a system prompt that names the tools (--system)"
+    assert lines[2:] == [
+        "> x",
+        '-> calculator({"expression": "12 * 7"})',
+        lines[4],
+        "12 * 7 = 84.",
+        lines[6],
+    ]
+    assert lines[4].startswith("<- calculator: 84  (")
+    assert lines[4].endswith(" ms)")
+    summary = lines[6]
+    assert summary.startswith("[2 turns | prompt ")
+    assert " cached) | output " in summary
+    assert "time to first token " in summary
+
+
+def test_run_embedded_defaults_are_named_in_the_output(
+    spy: _Spy, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["run"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("agentkit run: SmolLM2-135M-Instruct (embedded), profile smollm2")
+    assert lines[1].startswith("aids: tool_choice=calculator on the first turn: one call to ")
+    assert "(the tool the prompt names)" in lines[1]
+    assert "hermes call format by structured outputs; later turns auto" in lines[1]
+    assert "greedy decoding (temperature 0)" in lines[1]
+    assert f"> {cli.RUN_EXAMPLE_PROMPT}" in lines
+
+
+def test_run_embedded_first_turn_is_constrained(
+    spy: _Spy, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    requests: list[GenerationRequest] = []
+    generate = ScriptedEngine.generate
+
+    def recording(self: ScriptedEngine, request: GenerationRequest) -> Any:
+        requests.append(request)
+        return generate(self, request)
+
+    monkeypatch.setattr(ScriptedEngine, "generate", recording)
+    assert cli.main(["run", "--json"]) == 0
+    first, second = requests
+    assert "structural_tag" in first.extra["structured_outputs"]
+    tag = first.extra["structured_outputs"]["structural_tag"]
+    assert '\\"name\\": \\"calculator\\"' in tag
+    assert "current_utc_time" not in tag
+    assert "structured_outputs" not in second.extra
+    assert first.temperature == second.temperature == 0.0
+    assert json.loads(capsys.readouterr().out)["output_text"] == "12 * 7 = 84."
+    requests.clear()
+    assert cli.main(["run", "--json", "--tool-choice", "auto", "--temperature", "0.7", "x"]) == 0
+    assert all("structured_outputs" not in r.extra for r in requests)
+    assert requests[0].temperature == 0.7
+
+
+@pytest.mark.parametrize(
+    ("prompt", "choice"),
+    [
+        (cli.RUN_EXAMPLE_PROMPT, "calculator"),
+        ("What time is it? Use current_utc_time.", "current_utc_time"),
+        ("Use the calculator, then current_utc_time.", "required"),
+        ("Hello!", "required"),
+    ],
+)
+def test_embedded_tool_choice_is_the_tool_the_prompt_names(prompt: str, choice: str) -> None:
+    assert cli._embedded_tool_choice(prompt) == choice
+
+
+def test_run_with_a_model_has_no_aids(spy: _Spy, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["run", "--model", "m", "--profile", "smollm2", "--system", "Be brief.", "x"]
+    assert cli.main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert not any(line.startswith("aids:") for line in lines)
 
 
 def test_run_remote_drives_a_server_by_name(

@@ -122,7 +122,7 @@ def ensure_smollm2(cache_dir: Path | str | None = None, *, progress: bool = True
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
         with _progress(progress, f"agentkit: converting SmolLM2-135M-Instruct to {target}") as step:
-            _convert(gguf_file, tmp, step, quiet=not progress)
+            _convert(gguf_file, tmp, step)
         (tmp / _COMPLETE_MARKER).write_text(f"{DISTRIBUTION}=={DISTRIBUTION_VERSION}\n")
         _make_readable(tmp)
         if target.exists():
@@ -161,17 +161,29 @@ _STEPS = (
 )
 
 
-def _convert(gguf_file: Path, out: Path, step: _Step, *, quiet: bool) -> None:
+def _convert(gguf_file: Path, out: Path, step: _Step) -> None:
     # Lazy: torch and transformers are heavy, and only this conversion needs them. The
     # weights are read with transformers' GGUF reader directly (from_pretrained(gguf_file=)
     # would also need accelerate).
+    from transformers.utils import logging as hf_logging
+
+    # This conversion shows one progress bar (or none): not transformers' own bars, nor its
+    # warnings about the GGUF file.
+    hf_logging.disable_progress_bar()
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        _convert_steps(gguf_file, out, step)
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        hf_logging.enable_progress_bar()
+
+
+def _convert_steps(gguf_file: Path, out: Path, step: _Step) -> None:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
     from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
-    from transformers.utils import logging as hf_logging
 
-    if quiet:
-        hf_logging.disable_progress_bar()
     folder, name = str(gguf_file.parent), gguf_file.name
     step(_STEPS[0])
     config = AutoConfig.from_pretrained(folder, gguf_file=name)
