@@ -20,7 +20,7 @@ the block (see :class:`DeepSeekDsmlTemplate`).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 from typing import Literal
 
@@ -35,7 +35,7 @@ from agentkit.profiles._family_common import (
     tool_results,
 )
 from agentkit.profiles._profile import ToolSpec
-from agentkit.transcript import Message, ToolCallBlock, ToolResultBlock, Transcript
+from agentkit.transcript import Message, ToolCallBlock, ToolResultBlock
 
 __all__ = [
     "BOS",
@@ -162,29 +162,6 @@ class _DeepSeekTemplate(FamilyTemplate):
     @property
     def assistant_end(self) -> str:
         return EOS
-
-    def _mode(self, thinking: bool) -> _DeepSeekTemplate:
-        """This template with thinking turned off when the request turned it off."""
-        if thinking or not getattr(self, "thinking", False):
-            return self
-        return replace(self, thinking=False)  # type: ignore[type-var]
-
-    def render(
-        self,
-        transcript: Transcript,
-        tools: Sequence[ToolSpec],
-        *,
-        add_generation_prompt: bool = True,
-        thinking: bool = True,
-    ) -> str:
-        return FamilyTemplate.render(
-            self._mode(thinking), transcript, tools, add_generation_prompt=add_generation_prompt
-        )
-
-    def render_continuation(
-        self, transcript: Transcript, start: int, *, thinking: bool = True
-    ) -> str:
-        return FamilyTemplate.render_continuation(self._mode(thinking), transcript, start)
 
 
 def _flag(value: object) -> str:

@@ -28,7 +28,7 @@ roles, ``response_format``, images, and the task tokens other than through
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from agentkit.errors import ConfigurationError
 from agentkit.parsing.tools.dsml import DEEPSEEK_V41
@@ -159,34 +159,6 @@ class DeepSeekV41Template(FamilyTemplate):
     @property
     def assistant_end(self) -> str:
         return EOS
-
-    def render(
-        self,
-        transcript: Transcript,
-        tools: Sequence[ToolSpec],
-        *,
-        add_generation_prompt: bool = True,
-        thinking: bool = True,
-    ) -> str:
-        mode = self._mode(thinking)
-        return FamilyTemplate.render(
-            mode,
-            mode._view(transcript),
-            tools,
-            add_generation_prompt=add_generation_prompt,
-            thinking=thinking,
-        )
-
-    def render_continuation(
-        self, transcript: Transcript, start: int, *, thinking: bool = True
-    ) -> str:
-        mode = self._mode(thinking)
-        return FamilyTemplate.render_continuation(
-            mode, mode._view(transcript), start, thinking=thinking
-        )
-
-    def _mode(self, thinking: bool) -> DeepSeekV41Template:
-        return self if thinking or not self.thinking else replace(self, thinking=False)
 
     def _view(self, transcript: Transcript) -> Transcript:
         """Chat mode writes no reasoning: the transcript without its reasoning blocks."""

@@ -10,10 +10,11 @@ reasoning blocks before rendering.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from agentkit.profiles._profile import ToolSpec
 from agentkit.transcript import (
@@ -165,6 +166,19 @@ class FamilyTemplate(ABC):
         is false when the request turned thinking off (see :attr:`Profile.thinking_switch`)."""
         return ""
 
+    def _mode(self, thinking: bool) -> FamilyTemplate:
+        """The template that renders a request: itself, or, when the request turned thinking
+        off and the template has a mode switch (a ``thinking`` field), its ``thinking=False``
+        form (the model's chat mode: DeepSeek, GLM, Nemotron-3)."""
+        if thinking or not getattr(self, "thinking", False):
+            return self
+        mode: FamilyTemplate = dataclasses.replace(cast(Any, self), thinking=False)
+        return mode
+
+    def _view(self, transcript: Transcript) -> Transcript:
+        """What this mode renders of the transcript (all of it, unless a template says)."""
+        return transcript
+
     def render(
         self,
         transcript: Transcript,
@@ -173,10 +187,12 @@ class FamilyTemplate(ABC):
         add_generation_prompt: bool = True,
         thinking: bool = True,
     ) -> str:
-        out, start = self._head(transcript.messages, tools)
-        self._messages(transcript.messages, start, out, tools, add_generation_prompt)
+        mode = self._mode(thinking)
+        messages = mode._view(transcript).messages
+        out, start = mode._head(messages, tools)
+        mode._messages(messages, start, out, tools, add_generation_prompt)
         if add_generation_prompt:
-            out.append(self._generation_prompt(thinking))
+            out.append(mode._generation_prompt(thinking))
         return "".join(out)
 
     def render_continuation(
@@ -189,7 +205,8 @@ class FamilyTemplate(ABC):
         whenever message ``n - 1`` is an assistant message generated here; the cost is
         proportional to the new messages, not to the history.
         """
+        mode = self._mode(thinking)
         out: list[str] = []
-        self._messages(transcript.messages, start, out, (), True)
-        out.append(self._generation_prompt(thinking))
+        mode._messages(mode._view(transcript).messages, start, out, (), True)
+        out.append(mode._generation_prompt(thinking))
         return "".join(out)

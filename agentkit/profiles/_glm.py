@@ -24,7 +24,7 @@ returns the stop token among the generated ids, the incremental prompt must not 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Literal
 
 from agentkit.parsing import get_tool_syntax
@@ -36,7 +36,7 @@ from agentkit.profiles._family_common import (
     tool_results,
 )
 from agentkit.profiles._profile import ToolSpec
-from agentkit.transcript import Message, ReasoningBlock, ToolCallBlock, Transcript
+from agentkit.transcript import Message, ReasoningBlock, ToolCallBlock
 
 __all__ = ["GLM_STOPS", "GlmTemplate"]
 
@@ -71,27 +71,6 @@ class GlmTemplate(FamilyTemplate):
 
     version: Literal["4.5", "4.7"]
     thinking: bool = True
-
-    def render(
-        self,
-        transcript: Transcript,
-        tools: Sequence[ToolSpec],
-        *,
-        add_generation_prompt: bool = True,
-        thinking: bool = True,
-    ) -> str:
-        # A request with thinking off renders every turn as the template does with
-        # enable_thinking=False (GLM-4.5 marks each user turn with /nothink).
-        template = self if thinking else replace(self, thinking=False)
-        return FamilyTemplate.render(
-            template, transcript, tools, add_generation_prompt=add_generation_prompt
-        )
-
-    def render_continuation(
-        self, transcript: Transcript, start: int, *, thinking: bool = True
-    ) -> str:
-        template = self if thinking else replace(self, thinking=False)
-        return FamilyTemplate.render_continuation(template, transcript, start)
 
     @property
     def _nl(self) -> str:

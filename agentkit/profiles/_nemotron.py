@@ -39,7 +39,7 @@ from agentkit.profiles._family_common import (
     tool_results,
 )
 from agentkit.profiles._profile import ToolSpec
-from agentkit.transcript import Message, ReasoningBlock, TextBlock, ToolCallBlock, Transcript
+from agentkit.transcript import Message, ReasoningBlock, TextBlock, ToolCallBlock
 
 __all__ = ["Nemotron3Template"]
 
@@ -48,7 +48,10 @@ EMPTY_THINK = "<think></think>"
 
 @dataclass(frozen=True, slots=True)
 class Nemotron3Template(FamilyTemplate):
-    """Nemotron-3 (Nano): see the module docstring."""
+    """Nemotron-3 (Nano): see the module docstring. ``thinking=False`` is the template's
+    ``enable_thinking=False`` (also per request: ``render(..., thinking=False)``)."""
+
+    thinking: bool = True
 
     @property
     def assistant_end(self) -> str:
@@ -67,31 +70,6 @@ class Nemotron3Template(FamilyTemplate):
     def _generation_prompt(self, thinking: bool) -> str:
         return f"{IM_START}assistant\n" + ("<think>\n" if thinking else EMPTY_THINK)
 
-    # The history depends on the mode (see the module docstring), which FamilyTemplate's
-    # outline does not pass to _messages: render and render_continuation pass it themselves.
-
-    def render(
-        self,
-        transcript: Transcript,
-        tools: Sequence[ToolSpec],
-        *,
-        add_generation_prompt: bool = True,
-        thinking: bool = True,
-    ) -> str:
-        out, start = self._head(transcript.messages, tools)
-        self._walk(transcript.messages, start, out, thinking)
-        if add_generation_prompt:
-            out.append(self._generation_prompt(thinking))
-        return "".join(out)
-
-    def render_continuation(
-        self, transcript: Transcript, start: int, *, thinking: bool = True
-    ) -> str:
-        out: list[str] = []
-        self._walk(transcript.messages, start, out, thinking)
-        out.append(self._generation_prompt(thinking))
-        return "".join(out)
-
     def _messages(
         self,
         messages: Sequence[Message],
@@ -100,9 +78,7 @@ class Nemotron3Template(FamilyTemplate):
         tools: Sequence[ToolSpec],
         gen: bool,
     ) -> None:
-        self._walk(messages, i, out, thinking=True)
-
-    def _walk(self, messages: Sequence[Message], i: int, out: list[str], thinking: bool) -> None:
+        thinking = self.thinking
         last_user = next(
             (j for j in range(len(messages) - 1, -1, -1) if messages[j].role == "user"), -1
         )
