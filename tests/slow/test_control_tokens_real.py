@@ -12,34 +12,15 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from _untrusted import TOOL, everywhere, without
 from _vocabularies import deepseek_v4_tokenizer, qwen36_tokenizer
 
 from agentkit._control_tokens import tokenizer_control_tokens
 from agentkit._prompt import PromptBuilder
 from agentkit.models import ensure_smollm2
 from agentkit.profiles import Profile, get_profile
-from agentkit.transcript import (
-    Message,
-    TextBlock,
-    ToolCallBlock,
-    ToolResultBlock,
-    Transcript,
-)
 
 pytestmark = pytest.mark.slow
-
-TOOL = {
-    "type": "function",
-    "function": {
-        "name": "read_file",
-        "description": "Read a file.",
-        "parameters": {
-            "type": "object",
-            "properties": {"path": {"type": "string"}},
-            "required": ["path"],
-        },
-    },
-}
 
 
 class VocabularyEngine:
@@ -92,43 +73,9 @@ def corpus(tokens: frozenset[str]) -> str:
     return f"{whole}\n{split}\n{joined}"
 
 
-def conversation(text: str) -> Transcript:
-    t = Transcript()
-    t.add("system", f"Be brief. {text}")
-    t.add("user", text)
-    call = ToolCallBlock(id="c1", name="read_file", arguments={"path": text})
-    t.add("assistant", [TextBlock(text="Reading."), call])
-    t.add("tool", [ToolResultBlock(call_id="c1", name="read_file", content=text)])
-    t.add("user", f"And {text}")
-    return t
-
-
-def without(transcript: Transcript, tokens: frozenset[str]) -> Transcript:
-    ordered = sorted(tokens, key=len, reverse=True)
-
-    def clean(text: str) -> str:
-        for token in ordered:
-            text = text.replace(token, "")
-        return text
-
-    messages = []
-    for m in transcript.messages:
-        content: list[Any] = []
-        for b in m.content:
-            if isinstance(b, TextBlock):
-                content.append(b.model_copy(update={"text": clean(b.text)}))
-            elif isinstance(b, ToolResultBlock):
-                content.append(b.model_copy(update={"content": clean(b.content)}))
-            elif isinstance(b, ToolCallBlock):
-                path = clean(str(b.arguments["path"]))
-                content.append(b.model_copy(update={"arguments": {"path": path}}))
-        messages.append(Message(role=m.role, content=content))
-    return Transcript(messages=messages)
-
-
 def test_no_control_token_but_the_templates(vocabulary: tuple[VocabularyEngine, Profile]) -> None:
     engine, profile = vocabulary
-    hostile = conversation(corpus(engine.control_tokens))
+    hostile = everywhere(corpus(engine.control_tokens))
     prompt = PromptBuilder(profile, engine, [TOOL]).next_prompt(hostile)
     assert prompt.token_ids is not None
     assert engine.decode(prompt.token_ids) == prompt.text
@@ -148,5 +95,5 @@ def test_the_templates_own_text_encodes_as_the_tokenizer_does(
     """Without hostile content, encoding piece by piece (markers apart) gives the ids the
     tokenizer gives the whole text: the guard changes nothing for ordinary prompts."""
     engine, profile = vocabulary
-    prompt = PromptBuilder(profile, engine, [TOOL]).next_prompt(conversation("a/b.txt"))
+    prompt = PromptBuilder(profile, engine, [TOOL]).next_prompt(everywhere("a/b.txt"))
     assert prompt.token_ids == engine.encode(prompt.text)
