@@ -117,7 +117,8 @@ class Agent:
             ``VLLMEngine``); ``"none"`` keeps call markup as text. The prompt is the same for
             every choice, so it does not cost prefix-cache reuse.
         replay: the reasoning-replay policy (``keep_all``, ``drop_on_plain_turns``,
-            ``drop_all``, ``template_native``); default: the profile's.
+            ``keep_with_tools``, ``drop_all``, ``template_native``); default: the profile's,
+            which follows what the model's own template does.
         truncation: how tool outputs are cut before they enter the model's context
             (a :class:`~agentkit.truncation.TruncationPolicy` or ``{"mode": "tokens" |
             "bytes" | "lines", "limit": N}``); ``None``: the profile's; ``False``: never.
@@ -125,6 +126,9 @@ class Agent:
         hints: scheduling hints for every request (``priority`` goes to vLLM's priority
             scheduling; ``latency_sensitive`` and ``expected_output_tokens`` are advisory);
             a run's own hints win.
+        thinking: ``False`` turns the model's thinking off where its template has a switch
+            (``Profile.thinking_switch``: the prompt is what the template writes with
+            ``enable_thinking=False``, and the parser expects no reasoning block).
     """
 
     def __init__(
@@ -144,6 +148,7 @@ class Agent:
         replay: ReplayPolicy | None = None,
         truncation: TruncationPolicy | Mapping[str, Any] | Literal[False] | None = None,
         hints: AgentHints | None = None,
+        thinking: bool = True,
     ) -> None:
         if max_turns < 1:
             raise ValueError("max_turns must be at least 1")
@@ -158,6 +163,8 @@ class Agent:
         self._check_tool_choice(tool_choice)
         self.tool_choice = tool_choice
         self.hints = hints or AgentHints()
+        self.thinking = thinking or not self.profile.thinking_switch
+        """Whether the model thinks (``False`` only where the profile has a switch)."""
         self.replay: ReplayPolicy = check_replay_policy(
             self.profile, validate_replay_policy(replay or self.profile.replay)
         )
@@ -301,6 +308,7 @@ class AgentStream:
             agent.registry.specs(),
             replay=agent.replay,
             reserve_tokens=agent.max_tokens or 0,
+            thinking=agent.thinking,
         )
 
     @property
@@ -412,7 +420,7 @@ class AgentStream:
         started = time.perf_counter()
         profile = agent.profile
         choice = self._tool_choice if turn == 1 else "auto"
-        parser = profile.new_parser(schemas, tool_calls=choice != "none")
+        parser = profile.new_parser(schemas, tool_calls=choice != "none", thinking=agent.thinking)
         prompt = self._prompts.next_prompt(self.transcript)
         if prompt.compaction is not None:
             c = prompt.compaction
@@ -429,7 +437,7 @@ class AgentStream:
         if callable(options):
             options = options(turn, self.transcript)
         options = _merge_options(
-            tool_choice_options(profile, choice, schemas),
+            tool_choice_options(profile, choice, schemas, thinking=agent.thinking),
             {**hint_options(self._hints), **(options or {})},
         )
         request = GenerationRequest(

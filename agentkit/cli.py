@@ -668,7 +668,7 @@ def _build_parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--policy",
         help="reasoning-replay policy to check instead of the profile's "
-        "(keep_all, drop_on_plain_turns, drop_all, template_native)",
+        "(keep_all, drop_on_plain_turns, keep_with_tools, drop_all, template_native)",
     )
     check.add_argument(
         "--tokenizer",

@@ -295,3 +295,20 @@ async def test_one_structured_log_record_per_turn_and_per_tool_call(
     assert len(turns) == 2
     assert len(calls) == 1
     assert "output_tokens=" in turns[0].getMessage()
+
+
+async def test_thinking_off_renders_the_templates_switch_and_parses_no_reasoning() -> None:
+    """``Agent(thinking=False)`` on Nemotron-3: the generation prompt closes an empty block, as
+    its template does with ``enable_thinking=False``, and the answer is text, not reasoning."""
+    nemotron = agentkit.profiles.get_profile("nemotron")
+    engine = ScriptedEngine(["Four."])
+    agent = agentkit.Agent(engine=engine, profile=nemotron, thinking=False)
+    result = await agent.run("2 + 2?")
+    assert result.output_text == "Four."
+    assert engine.requests[0].prompt.endswith("<|im_start|>assistant\n<think></think>")
+    on = ScriptedEngine(["Hm.</think>Four."])
+    thinking = await agentkit.Agent(engine=on, profile=nemotron).run("2 + 2?")
+    assert on.requests[0].prompt.endswith("<|im_start|>assistant\n<think>\n")
+    assert thinking.output_text == "Four."
+    # A profile without a switch ignores the request.
+    assert agentkit.Agent(engine=engine, profile="llama3", thinking=False).thinking
