@@ -167,6 +167,7 @@ def _convert(gguf_file: Path, out: Path, step: _Step) -> None:
     # Lazy: torch and transformers are heavy, and only this conversion needs them. The
     # weights are read with transformers' GGUF reader directly (from_pretrained(gguf_file=)
     # would also need accelerate).
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
     from transformers.utils import logging as hf_logging
 
     # This conversion shows one progress bar (or none): not transformers' own bars, nor its
@@ -174,11 +175,21 @@ def _convert(gguf_file: Path, out: Path, step: _Step) -> None:
     hf_logging.disable_progress_bar()
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
+    # The GGUF reader's own bar is a plain tqdm, which the switch above does not reach.
+    bar = getattr(gguf_utils, "tqdm", None)
+    if bar is not None:
+        gguf_utils.tqdm = _no_bar
     try:
         _convert_steps(gguf_file, out, step)
     finally:
+        if bar is not None:
+            gguf_utils.tqdm = bar
         hf_logging.set_verbosity(verbosity)
         hf_logging.enable_progress_bar()
+
+
+def _no_bar(iterable: Any, *args: Any, **kwargs: Any) -> Any:
+    return iterable
 
 
 def _convert_steps(gguf_file: Path, out: Path, step: _Step) -> None:
