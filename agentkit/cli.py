@@ -15,6 +15,7 @@ import os
 import random
 import sys
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentkit._distribution import pip_install
@@ -24,12 +25,11 @@ from agentkit.profiles import get_profile, list_profiles
 from agentkit.transcript import ContentBlock, ReasoningBlock, TextBlock, ToolCallBlock
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from agentkit._live import Terminal
     from agentkit.agent import Agent
     from agentkit.engine import Engine
     from agentkit.profiles import Profile
+    from agentkit.transcript import Transcript
 
 __all__ = ["main"]
 
@@ -325,22 +325,47 @@ async def _run_agent(
         tool_timeout=10.0,
         tool_choice=args.tool_choice,
     )
+    start: Transcript | str = args.prompt
+    if args.transcript is not None and args.transcript.exists():
+        start = _load_transcript(args.transcript)
+        start.add("user", args.prompt)
     if terminal is None:
-        return await _run_json(args, agent)
-    return await _run_live(args, agent, engine, terminal)
+        return await _run_json(args, agent, start)
+    return await _run_live(args, agent, start, engine, terminal)
 
 
-async def _run_json(args: argparse.Namespace, agent: Agent) -> int:
+def _load_transcript(path: Path) -> Transcript:
+    from agentkit.transcript import Transcript
+
+    try:
+        return Transcript.model_validate_json(path.read_bytes())
+    except ValueError as error:
+        raise ConfigurationError(f"--transcript {path}: not a transcript: {error}") from None
+
+
+def _save_transcript(args: argparse.Namespace, transcript: Transcript | None) -> None:
+    """Write the conversation to ``--transcript FILE`` (whole, or not at all)."""
+    if args.transcript is None or transcript is None:
+        return
+    path: Path = args.transcript
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(transcript.model_dump_json(), encoding="utf-8")
+    partial.replace(path)
+
+
+async def _run_json(args: argparse.Namespace, agent: Agent, start: Transcript | str) -> int:
     out = sys.stdout
     try:
-        result = await agent.run(args.prompt)
+        result = await agent.run(start)
     except RunError as error:
+        _save_transcript(args, error.transcript)
         payload: dict[str, Any] = {"ok": False, "error": str(error), "type": type(error).__name__}
         if error.transcript is not None:
             payload["transcript"] = error.transcript.model_dump(mode="json")
         json.dump(payload, out, ensure_ascii=False)
         out.write("\n")
         return 1
+    _save_transcript(args, result.transcript)
     json.dump(
         {
             "ok": True,
@@ -391,7 +416,11 @@ def _what_was_used(args: argparse.Namespace, model: str, profile: Profile) -> li
 
 
 async def _run_live(
-    args: argparse.Namespace, agent: Agent, engine: Engine, terminal: Terminal
+    args: argparse.Namespace,
+    agent: Agent,
+    start_with: Transcript | str,
+    engine: Engine,
+    terminal: Terminal,
 ) -> int:
     import time
 
@@ -407,20 +436,27 @@ async def _run_live(
         else:
             label = "connecting" if args.remote else "starting the engine (vLLM)"
             await view.while_starting(label, start)
+    if not isinstance(start_with, str):
+        earlier = sum(m.role == "user" for m in start_with.messages) - 1
+        view.note(f"continuing {args.transcript} ({earlier} earlier user messages)")
     view.line(f"> {args.prompt}", "\x1b[1m")
     started = time.perf_counter()
     try:
-        async with agent.stream(args.prompt) as events:
+        async with agent.stream(start_with) as events:
             async for event in events:
                 view.event(event)
         result = events.result
     except RunError as error:
+        _save_transcript(args, error.transcript)
         view.line(f"agentkit: run failed: {error}")
         if error.transcript is not None:
             turns = [m for m in error.transcript.messages if m.role == "assistant"]
             view.note(f"[{len(turns)} model turns before the failure]")
         return 1
+    _save_transcript(args, result.transcript)
     view.summary(result.usage.turns, time.perf_counter() - started)
+    if args.transcript is not None:
+        view.note(f"conversation saved to {args.transcript}")
     return 0
 
 
@@ -789,6 +825,13 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--system", default=RUN_SYSTEM_PROMPT, help="system prompt")
     run.add_argument("--cache-dir", help="directory for the converted embedded model")
+    run.add_argument(
+        "--transcript",
+        type=Path,
+        metavar="FILE",
+        help="continue the conversation in FILE (a transcript's JSON) when it exists, and save "
+        "the conversation there after the run",
+    )
     run.add_argument("--json", action="store_true", help="print the run result as JSON")
     run.add_argument(
         "--quiet", action="store_true", help="no conversion progress bar, no engine status"

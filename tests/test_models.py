@@ -23,6 +23,7 @@ from agentkit.models import (
 )
 from agentkit.models._example_tools import calculator, current_utc_time
 from agentkit.profiles import get_profile
+from agentkit.transcript import Transcript
 
 
 def test_cache_dir_defaults_to_home(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -264,3 +265,49 @@ def test_run_remote_drives_a_server_by_name(
     assert "84" in capsys.readouterr().out
     assert cli.main(["run", "--remote", "http://a:8000", "hi"]) == 2
     assert "--remote needs --model" in capsys.readouterr().err
+
+
+def test_run_continues_and_saves_a_conversation(
+    spy: _Spy, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    chat = tmp_path / "chat.json"
+    assert cli.main(["run", "--transcript", str(chat)]) == 0
+    assert f"conversation saved to {chat}" in capsys.readouterr().out
+    first = Transcript.model_validate_json(chat.read_text())
+    assert [m.role for m in first.messages] == ["system", "user", "assistant", "tool", "assistant"]
+    spy.script[:] = ["84 * 3 = 252."]  # the next process's engine
+    argv = ["run", "--json", "--tool-choice", "auto", "--transcript", str(chat), "Times 3?"]
+    assert cli.main(argv) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["output_text"] == "84 * 3 = 252."
+    second = Transcript.model_validate_json(chat.read_text())
+    assert second.messages[:5] == first.messages
+    assert [m.role for m in second.messages[5:]] == ["user", "assistant"]
+    assert second.messages[5].text == "Times 3?"
+    assert payload["transcript"] == second.model_dump(mode="json")
+    assert not list(tmp_path.glob(".chat.json*"))
+
+
+def test_run_continuing_shows_where_it_starts(
+    spy: _Spy, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    chat = tmp_path / "chat.json"
+    transcript = Transcript.from_prompt("What is 12 * 7?", system="Be brief.")
+    transcript.add("assistant", "84.")
+    chat.write_text(transcript.model_dump_json())
+    spy.script[:] = ["252."]
+    argv = ["run", "--model", "m", "--profile", "smollm2", "--transcript", str(chat), "Times 3?"]
+    assert cli.main(argv) == 0
+    out = capsys.readouterr().out
+    assert f"continuing {chat} (1 earlier user messages)" in out
+    assert Transcript.model_validate_json(chat.read_text()).messages[-1].text == "252."
+
+
+def test_run_with_a_file_that_is_no_transcript(
+    spy: _Spy, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    chat = tmp_path / "chat.json"
+    chat.write_text('{"messages": 3}')
+    assert cli.main(["run", "--transcript", str(chat), "hi"]) == 2
+    assert f"--transcript {chat}: not a transcript" in capsys.readouterr().err
+    assert chat.read_text() == '{"messages": 3}'
