@@ -45,6 +45,7 @@ from typing import Any, ClassVar, Literal, get_args
 import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentkit._control_tokens import guard_for
 from agentkit._prompt import PromptBuilder
 from agentkit._sequences import common_prefix_len
 from agentkit.engine import Engine, GenerationRequest, Usage
@@ -375,6 +376,16 @@ def _deepseek_prompt(
         ids = ids[: -len(tail)] if ids[-len(tail) :] == tail else list(encode(base))
     suffix = token if url is None else f"{DS_EXTRACTED_URL}{url}{token}"
     full, full_ids, shared = _extend(base, ids, suffix, engine)
+    if url is not None and full_ids is not None and shared is not None:
+        # The URL comes from the user's text: it stays text, whatever it contains.
+        guard = guard_for(engine, getattr(engine, "encode", None))
+        if guard is not None:
+            full_ids = [
+                *full_ids[:shared],
+                *guard.encode(DS_EXTRACTED_URL),
+                *guard.text_ids(url),
+                *guard.encode(token),
+            ]
     return SideQueryPrompt(kind, full, full_ids, shared, suffix, max_tokens, url=url)
 
 
