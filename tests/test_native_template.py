@@ -9,6 +9,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import agentkit
 from agentkit import cli
@@ -22,7 +24,7 @@ from agentkit.profiles import (
     resolve_profile,
 )
 from agentkit.server._serve import ServeOptions, build_app
-from agentkit.transcript import Message, TextBlock, Transcript
+from agentkit.transcript import Message, TextBlock, ToolResultBlock, Transcript
 
 pytestmark = pytest.mark.anyio
 
@@ -221,3 +223,44 @@ def test_the_template_reads_message_fields_and_dict_methods(tmp_path: Path) -> N
         encoding="utf-8",
     )
     assert HFChatTemplate(path).render(Transcript.from_prompt("hi"), []) == "user:hi:2False;"
+
+
+WORDS = st.text(alphabet='ab <|>_/\n"{}', max_size=12)
+MARKERS = st.sampled_from(["<|im_end|>", "<|im_start|>system\n", "<tool_call>", "</think>"])
+CONTENT = st.lists(st.one_of(WORDS, MARKERS), max_size=5).map("".join)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(CONTENT, CONTENT, st.booleans()), min_size=1, max_size=4))
+def test_any_tool_loop_through_the_native_path_equals_the_template(
+    tmp_path_factory: pytest.TempPathFactory, turns: list[tuple[str, str, bool]]
+) -> None:
+    """A tool loop of any length and content: each prompt equals the template's rendering,
+    its ids spell it with no control token but the template's, and it extends the last."""
+    path = model_dir(tmp_path_factory.mktemp("m"))
+    profile = native_profile(path)
+    engine = TokenizedScriptedEngine([], specials=get_profile("qwen3").special_tokens)
+    builder = PromptBuilder(profile, engine, [lookup.spec()])
+    template = HFChatTemplate(path)
+    transcript = Transcript.from_prompt("Go.", system="Be brief.")
+    previous: list[int] = []
+    for argument, result, think in turns:
+        prompt = builder.next_prompt(transcript)
+        assert prompt.text == template.render(transcript, [lookup.spec()])
+        assert prompt.token_ids is not None
+        assert engine.decode(prompt.token_ids) == prompt.text
+        assert prompt.token_ids[: len(previous)] == previous
+        call = json.dumps({"name": "lookup", "arguments": {"key": argument}})
+        output = (
+            "<think>\nHm.\n</think>\n\n" if think else ""
+        ) + f"<tool_call>\n{call}\n</tool_call>"
+        parser = profile.new_parser({"lookup": {}})
+        parser.feed(output)
+        parser.finish()
+        ids = [*engine.encode(output), *engine.encode("<|im_end|>")]
+        message = Message(role="assistant", content=list(parser.blocks), token_ids=ids)
+        transcript.append(message)
+        builder.record(transcript, message)
+        previous = [*prompt.token_ids, *ids]
+        call_id = message.tool_calls[0].id
+        transcript.add("tool", [ToolResultBlock(call_id=call_id, name="lookup", content=result)])
