@@ -239,62 +239,60 @@ def _template_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _check_template_command(args: argparse.Namespace) -> int:
     from agentkit.profiles import HFChatTemplate, match_profile
-    from agentkit.template_check import compare
+    from agentkit.template_check import check
 
     profile = get_profile(args.profile) if args.profile else match_profile(args.model_dir)
     if profile is None:
         raise ConfigurationError(
             f"no profile matches {args.model_dir}; name one with --profile (agentkit profiles)"
         )
-    reference = HFChatTemplate(args.model_dir, profile=f"the template of {args.model_dir}")
-    reference._read()
-    results = compare(
-        profile,
-        lambda c: reference.render(c.transcript, c.tools, thinking=c.thinking),
+    variables: dict[str, str] = {}
+    for item in args.var or ():
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise ConfigurationError(f"--var takes NAME=VALUE, not {item!r}")
+        variables[name] = value
+    reference = HFChatTemplate(
+        args.model_dir, profile=f"the template of {args.model_dir}", variables=variables
     )
-    differing = [(c, d) for c, d in results if d is not None]
+    reference._read()
+    checks = check(profile, lambda c: reference.render(c.transcript, c.tools, thinking=c.thinking))
+    differing = [k for k in checks if k.difference is not None]
     if args.json:
-        rows = [
-            {
-                "conversation": c.name,
-                "equal": d is None,
-                **(
-                    {
-                        "offset": d.offset,
-                        "line": d.line,
-                        "template": d.expected,
-                        "profile": d.actual,
-                    }
-                    if d is not None
-                    else {}
-                ),
+        rows: list[dict[str, Any]] = []
+        for k in checks:
+            row: dict[str, Any] = {
+                "conversation": k.conversation.name,
+                "equal": k.difference is None,
             }
-            for c, d in results
-        ]
-        json.dump(
-            {"profile": profile.name, "model_dir": args.model_dir, "conversations": rows},
-            sys.stdout,
-            ensure_ascii=False,
-        )
+            if k.refused is not None:
+                row.update(equal=None, refused=k.refused)
+            elif k.difference is not None:
+                d = k.difference
+                row.update(offset=d.offset, line=d.line, template=d.expected, profile=d.actual)
+            rows.append(row)
+        out = {"profile": profile.name, "model_dir": args.model_dir, "conversations": rows}
+        json.dump(out, sys.stdout, ensure_ascii=False)
         sys.stdout.write("\n")
         return 1 if differing else 0
     print(f"profile {profile.name} against the chat template of {args.model_dir}")
-    for conversation, difference in results:
-        if difference is None:
-            print(f"  equal    {conversation.name}")
+    for k in checks:
+        name = k.conversation.name
+        if k.refused is not None:
+            print(f"  refused  {name}: the template cannot render it ({k.refused})")
+        elif k.difference is None:
+            print(f"  equal    {name}")
         else:
-            print(f"  DIFFERS  {conversation.name}: {difference.describe()}")
+            print(f"  DIFFERS  {name}: {k.difference.describe()}")
+    compared = sum(k.refused is None for k in checks)
     if differing:
+        documented = "; ".join(profile.deviations)
         print(
-            f"{len(differing)} of {len(results)} conversations differ"
-            + (
-                "; the profile's documented differences: " + "; ".join(profile.deviations)
-                if profile.deviations
-                else ""
-            )
+            f"{len(differing)} of {compared} conversations differ"
+            + (f"; the profile's documented differences: {documented}" if documented else "")
         )
         return 1
-    print(f"all {len(results)} conversations equal")
+    print(f"all {compared} conversations the template renders are equal")
     return 0
 
 
@@ -734,6 +732,13 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     template.add_argument(
         "--profile", help="the profile to check (default: the one the directory's name matches)"
+    )
+    template.add_argument(
+        "--var",
+        action="append",
+        metavar="NAME=VALUE",
+        help="a template variable, e.g. bos_token=<s> for a .jinja file without its "
+        "tokenizer_config.json (repeatable)",
     )
     template.add_argument("--json", action="store_true", help="print JSON")
     template.set_defaults(handler=_check_template_command)

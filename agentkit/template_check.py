@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from agentkit.errors import ConfigurationError
 from agentkit.profiles import Profile, ToolSpec, dropped_reasoning, replay_view
 from agentkit.transcript import (
     ContentBlock,
@@ -32,9 +33,11 @@ from agentkit.transcript import (
 
 __all__ = [
     "STANDARD_TOOLS",
+    "Check",
     "Conversation",
     "Difference",
     "Render",
+    "check",
     "compare",
     "conversations_for",
     "first_difference",
@@ -289,9 +292,40 @@ Render = Callable[[Conversation], str]
 """A reference renderer: the model's own template (or encoder) for a conversation."""
 
 
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One conversation checked against a reference."""
+
+    conversation: Conversation
+    difference: Difference | None = None
+    """Where the profile's prompt departs from the reference's (``None``: equal)."""
+    refused: str | None = None
+    """Why the reference cannot render this conversation (a template's ``raise_exception``,
+    such as Llama 3.1's one call per message), or ``None``."""
+
+
+def check(
+    profile: Profile, reference: Render, conversations: Sequence[Conversation] | None = None
+) -> list[Check]:
+    """Each conversation rendered through ``profile`` and ``reference``, and where they part;
+    a conversation the reference refuses is reported, not compared."""
+    chosen = conversations_for(profile) if conversations is None else conversations
+    checks = []
+    for conversation in chosen:
+        try:
+            expected = reference(conversation)
+        except ConfigurationError as error:
+            checks.append(Check(conversation, refused=str(error)))
+            continue
+        actual = profile_prompt(profile, conversation)
+        checks.append(Check(conversation, first_difference(expected, actual)))
+    return checks
+
+
 def compare(
     profile: Profile, reference: Render, conversations: Sequence[Conversation] | None = None
 ) -> list[tuple[Conversation, Difference | None]]:
-    """Each conversation with where ``profile``'s prompt departs from ``reference``'s."""
+    """Each conversation with where ``profile``'s prompt departs from ``reference``'s (the
+    reference must render every one)."""
     chosen = conversations_for(profile) if conversations is None else conversations
     return [(c, first_difference(reference(c), profile_prompt(profile, c))) for c in chosen]

@@ -264,3 +264,31 @@ def test_any_tool_loop_through_the_native_path_equals_the_template(
         previous = [*prompt.token_ids, *ids]
         call_id = message.tool_calls[0].id
         transcript.add("tool", [ToolResultBlock(call_id=call_id, name="lookup", content=result)])
+
+
+def test_check_template_reports_what_the_template_refuses(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Llama 3.1's template raises on two calls in one message: that conversation is
+    reported as refused, the others compared (with the BOS its tokenizer config would give)."""
+    llama = str(REFERENCES / "llama-3.1-instruct.jinja")
+    argv = ["check-template", llama, "--profile", "llama3", "--var", "bos_token=<|begin_of_text|>"]
+    assert cli.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "refused  tools, results and a new user turn" in out
+    assert "only supports single tool-calls" in out
+    assert cli.main([*argv[:4], "--json"]) == 1  # without the BOS every prompt differs
+    rows = json.loads(capsys.readouterr().out)["conversations"]
+    assert [r["equal"] for r in rows] == [False, False, False, False, None]
+    assert cli.main([*argv[:4], "--var", "no-equals-sign"]) == 2
+
+
+def test_a_template_that_concatenates_arguments_gets_json_text() -> None:
+    """DeepSeek-V3.1's template concatenates call arguments as text: it gets the JSON an
+    OpenAI client sends, and renders a call the way it would for that client."""
+    from agentkit.template_check import standard_conversations
+
+    template = HFChatTemplate(REFERENCES / "deepseek-v3.1.jinja", profile="v3.1-arguments")
+    (conversation,) = [c for c in standard_conversations() if c.name == "one tool call"]
+    prompt = template.render(conversation.transcript, conversation.tools)
+    assert '<｜tool▁sep｜>{"key": "Oslo"}<｜tool▁call▁end｜>' in prompt

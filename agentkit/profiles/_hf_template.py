@@ -36,10 +36,15 @@ __all__ = ["HFChatTemplate", "chat_messages"]
 
 
 def chat_messages(
-    transcript: Transcript, *, reasoning_key: str = "reasoning_content"
+    transcript: Transcript,
+    *,
+    reasoning_key: str = "reasoning_content",
+    json_arguments: bool = False,
 ) -> list[dict[str, Any]]:
     """The transcript as OpenAI-style chat messages (reasoning under ``reasoning_key``:
-    ``reasoning_content`` as vLLM and most templates read it; gpt-oss's reads ``thinking``)."""
+    ``reasoning_content`` as vLLM and most templates read it; gpt-oss's reads ``thinking``).
+    Call arguments are objects, as transformers' templates expect, or with ``json_arguments``
+    the JSON text an OpenAI client sends (what DeepSeek-V3.1's template concatenates)."""
     out: list[dict[str, Any]] = []
     for message in transcript.messages:
         if message.role == "tool":
@@ -54,13 +59,15 @@ def chat_messages(
                         }
                     )
         elif message.role == "assistant":
-            out.extend(_assistant_messages(message, reasoning_key))
+            out.extend(_assistant_messages(message, reasoning_key, json_arguments))
         else:
             out.append({"role": message.role, "content": message.text})
     return out
 
 
-def _assistant_messages(message: Message, reasoning_key: str) -> list[dict[str, Any]]:
+def _assistant_messages(
+    message: Message, reasoning_key: str, json_arguments: bool
+) -> list[dict[str, Any]]:
     pieces: list[dict[str, Any]] = []
     current: dict[str, Any] | None = None
     for block in message.content:
@@ -73,7 +80,10 @@ def _assistant_messages(message: Message, reasoning_key: str) -> list[dict[str, 
         elif isinstance(block, TextBlock):
             current["content"] += block.text
         elif isinstance(block, ToolCallBlock):
-            call = {"name": block.name, "arguments": block.arguments}
+            arguments: Any = block.arguments
+            if json_arguments:
+                arguments = json.dumps(arguments, ensure_ascii=False)
+            call = {"name": block.name, "arguments": arguments}
             current.setdefault("tool_calls", []).append(
                 {"id": block.id, "type": "function", "function": call}
             )
@@ -110,19 +120,35 @@ class HFChatTemplate:
     ) -> str:
         template, origin, specials = self._template()
         options: dict[str, Any] = {**specials, "enable_thinking": thinking and self.thinking}
-        try:
-            return str(
-                template.render(
-                    messages=chat_messages(transcript, reasoning_key=self.reasoning_key),
-                    tools=[dict(t) for t in tools] or None,
-                    add_generation_prompt=add_generation_prompt,
-                    **{**options, **self.variables},
-                )
+        key = (str(self.source), self.profile)
+        as_json = key in _JSON_ARGUMENTS
+        while True:
+            messages = chat_messages(
+                transcript, reasoning_key=self.reasoning_key, json_arguments=as_json
             )
-        except Exception as error:  # a template's raise_exception, or a bug in it
-            raise ConfigurationError(
-                f"profile {self.profile!r}: the chat template from {origin} failed: {error}"
-            ) from error
+            try:
+                return str(
+                    template.render(
+                        messages=messages,
+                        tools=[dict(t) for t in tools] or None,
+                        add_generation_prompt=add_generation_prompt,
+                        **{**options, **self.variables},
+                    )
+                )
+            except TypeError as error:
+                # A template that writes call arguments as text (DeepSeek-V3.1's concatenates
+                # them) gets the JSON an OpenAI client sends, from then on.
+                if as_json or not _has_calls(transcript):
+                    raise self._failed(origin, error) from error
+                as_json = True
+                _JSON_ARGUMENTS.add(key)
+            except Exception as error:  # a template's raise_exception, or a bug in it
+                raise self._failed(origin, error) from error
+
+    def _failed(self, origin: Path, error: Exception) -> ConfigurationError:
+        return ConfigurationError(
+            f"profile {self.profile!r}: the chat template from {origin} failed: {error}"
+        )
 
     def _template(self) -> tuple[Any, Path, dict[str, str]]:
         cached = _COMPILED.get((str(self.source), self.profile))
@@ -171,6 +197,12 @@ class HFChatTemplate:
 
 
 _COMPILED: dict[tuple[str, str], tuple[Any, Path, dict[str, str]]] = {}
+_JSON_ARGUMENTS: set[tuple[str, str]] = set()
+"""Templates that take call arguments as JSON text."""
+
+
+def _has_calls(transcript: Transcript) -> bool:
+    return any(m.tool_calls for m in transcript.messages if m.role == "assistant")
 
 _SPECIAL_KEYS = ("bos_token", "eos_token", "unk_token", "pad_token")
 
