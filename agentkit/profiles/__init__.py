@@ -1,5 +1,6 @@
 """Model profiles: per-family parsers, prompt templates and policies."""
 
+from agentkit.profiles import _builtin  # noqa: F401 - registers the shipped profiles
 from agentkit.profiles._catalog import FALLBACK_PROFILE as FALLBACK_PROFILE
 from agentkit.profiles._catalog import get_profile as get_profile
 from agentkit.profiles._catalog import list_profiles as list_profiles
