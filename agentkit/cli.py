@@ -170,7 +170,7 @@ def _positive_int(text: str) -> int:
 
 RUN_SYSTEM_PROMPT = (
     "You are a helpful assistant. Use a tool when it helps: the calculator for arithmetic, "
-    "current_utc_time for the date or time. Answer briefly."
+    "current_utc_time for the date or time. Answer briefly, with the tool's result."
 )
 RUN_EXAMPLE_PROMPT = "What is 12 * 7? Use the calculator tool."
 EMBEDDED_TEMPERATURE = 0.0

@@ -72,7 +72,8 @@ def test_smollm2_profile() -> None:
 
 @pytest.mark.anyio
 async def test_example_tools() -> None:
-    assert await calculator.invoke({"expression": "(3 + 4) * 12"}) == "84"
+    assert await calculator.invoke({"expression": "(3 + 4) * 12"}) == "(3 + 4) * 12 = 84"
+    assert await calculator.invoke({"expression": " 12*7"}) == "12 * 7 = 84"
     assert "T" in await current_utc_time.invoke({})
     with pytest.raises(ValueError, match="unsupported"):
         await calculator.invoke({"expression": "__import__('os')"})
@@ -153,7 +154,7 @@ def test_run_json_default_model(
     )
     messages = payload["transcript"]["messages"]
     results = [b for m in messages for b in m["content"] if b["type"] == "tool_result"]
-    assert results[0]["content"] == "84"
+    assert results[0]["content"] == "12 * 7 = 84"
 
 
 def test_run_streams_text_and_reports_max_turns(
@@ -163,7 +164,7 @@ def test_run_streams_text_and_reports_max_turns(
     assert cli.main(["run", "--max-turns", "1", "--model", "m", "--profile", "qwen3", "x"]) == 1
     captured = capsys.readouterr()
     assert '-> calculator({"expression": "12 * 7"})' in captured.out
-    assert "<- calculator: 84" in captured.out
+    assert "<- calculator: 12 * 7 = 84" in captured.out
     assert "max_turns=1" in captured.out
     assert spy.created[0][0] == "m"
 
@@ -182,7 +183,7 @@ def test_run_text_output(spy: _Spy, capsys: pytest.CaptureFixture[str]) -> None:
         "12 * 7 = 84.",
         lines[6],
     ]
-    assert lines[4].startswith("<- calculator: 84  (")
+    assert lines[4].startswith("<- calculator: 12 * 7 = 84  (")
     assert lines[4].endswith(" ms)")
     summary = lines[6]
     assert summary.startswith("[2 turns | prompt ")

@@ -68,10 +68,12 @@ def calculator(expression: str) -> str:
         expression: Arithmetic with + - * / // % ** and parentheses, e.g. "(3 + 4) * 12".
     """
     try:
-        tree = ast.parse(expression, mode="eval")
+        tree = ast.parse(expression.strip(), mode="eval")
     except SyntaxError:
         raise ValueError(f"not an arithmetic expression: {expression!r}") from None
-    return str(_evaluate(tree))
+    # The result restates the expression ("12 * 7 = 84"): a small model quotes it in its
+    # answer, where a bare "84" is often ignored for a number of its own.
+    return f"{ast.unparse(tree)} = {_evaluate(tree)}"
 
 
 @tool

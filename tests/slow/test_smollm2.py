@@ -84,7 +84,7 @@ def test_command_1_calls_the_calculator_and_answers_84(run_env: dict[str, str]) 
     assert calls[0]["name"] == "calculator"
     assert calls[0]["error"] is None
     assert results[0]["call_id"] == calls[0]["id"]
-    assert results[0]["content"] == "84"
+    assert results[0]["content"] == "12 * 7 = 84"
     assert not results[0]["is_error"]
     last = messages[-1]
     assert last["role"] == "assistant"
@@ -154,7 +154,7 @@ def test_command_1_in_a_terminal_shows_the_run_and_no_vllm_log_line(
     assert any(line.startswith("engine ready in ") for line in lines)
     assert "> What is 12 * 7? Use the calculator tool." in lines
     assert '-> calculator({"expression": "12 * 7"})' in lines
-    assert any(line.startswith("<- calculator: 84  (") for line in lines)
+    assert any(line.startswith("<- calculator: 12 * 7 = 84  (") for line in lines)
     answer = lines[lines.index('-> calculator({"expression": "12 * 7"})') + 2 : -1]
     assert re.search(r"\b84\b", " ".join(answer)), plain
     assert lines[-1].startswith("[2 turns | prompt ")
