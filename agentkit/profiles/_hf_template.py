@@ -204,6 +204,7 @@ _JSON_ARGUMENTS: set[tuple[str, str]] = set()
 def _has_calls(transcript: Transcript) -> bool:
     return any(m.tool_calls for m in transcript.messages if m.role == "assistant")
 
+
 _SPECIAL_KEYS = ("bos_token", "eos_token", "unk_token", "pad_token")
 
 
