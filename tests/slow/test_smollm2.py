@@ -97,10 +97,11 @@ def test_command_1_calls_the_calculator_and_answers_84(run_env: dict[str, str]) 
 
 
 # vLLM's log format ("INFO 12-02 05:40:01 [core.py:91] ..."), its engine process's prefix,
-# and Python's warnings.
+# Python's warnings, torch's C++ warnings ("[W1202 05:59:03.85 utils.cpp:68] ..."), and the
+# lines vLLM prints without a logger (its weight-loading bar, Triton's notice).
 _LOG_LINE = re.compile(
     r"^(\(\w+ pid=\d+\) )?(DEBUG|INFO|WARNING|ERROR|CRITICAL)\b|\[[\w./-]+\.py:\d+\]"
-    r"|\w+Warning:|^Traceback"
+    r"|\w+Warning:|^Traceback|^\[W\d{4} |Loading safetensors|Triton"
 )
 
 
