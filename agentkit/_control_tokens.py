@@ -34,7 +34,6 @@ from agentkit.transcript import (
     TextBlock,
     ToolCallBlock,
     ToolResultBlock,
-    Transcript,
 )
 
 __all__ = ["ControlTokenGuard", "control_tokens_of", "guard_for", "tokenizer_control_tokens"]
@@ -137,16 +136,6 @@ class ControlTokenGuard:
     def escape_tools(self, tools: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         """Tool specs (from a developer or an HTTP client) with their strings escaped."""
         return [self.escape_value(spec) for spec in tools]
-
-    def escape_transcript(self, transcript: Transcript, start: int = 0) -> Transcript:
-        """A view of ``transcript`` whose messages from ``start`` on have their untrusted
-        text escaped. Messages the model generated here (with token ids) are replayed as
-        generated and stay as they are; unchanged messages are shared, not copied."""
-        messages = transcript.messages
-        escaped = [self.escape_message(m) for m in messages[start:]]
-        if all(a is b for a, b in zip(escaped, messages[start:], strict=True)):
-            return transcript
-        return Transcript.model_construct(messages=[*messages[:start], *escaped])
 
     def escape_message(self, message: Message) -> Message:
         """``message`` with its untrusted text escaped (itself when nothing changes)."""

@@ -224,13 +224,9 @@ class PromptBuilder:
             return "the engine cannot tokenize, so prompts are sent as text"
         if self._unextendable is not None:
             return self._unextendable
-        # A template whose history depends on the new messages (Mistral v11's tools block
-        # stands before the last user message) says so.
-        rewrites = getattr(self._template, "rewrites_history", None)
-        if self._tools and callable(rewrites):
-            why = rewrites(transcript, self._covered)
-            if why is not None:
-                return str(why)
+        rewritten = self._rewritten(transcript, self._covered)
+        if rewritten is not None:
+            return rewritten
         newly = sorted(i for i in dropped - self._shown_dropped if i < self._covered)
         if self._compacted & set(newly):
             return "context compaction"
@@ -244,9 +240,7 @@ class PromptBuilder:
         assert self._encode is not None
         assert self._text is not None
         assert self._ids is not None
-        view = transcript
-        if self._guard is not None:
-            view = self._guard.escape_transcript(transcript, self._covered)
+        view = self._escape(transcript, self._covered)
         continuation = self._template.render_continuation(
             view, self._covered, thinking=self._thinking
         )
@@ -315,14 +309,26 @@ class PromptBuilder:
         text = self._text + self._unescape(rendered[len(previous) :])
         return Prompt(text, [*self._ids, *generated, *self._encode_text(rest)], why)
 
-    def _escape(self, view: Transcript) -> Transcript:
-        """``view`` with its untrusted text escaped, each message once for the builder."""
+    def _rewritten(self, transcript: Transcript, start: int) -> str | None:
+        """Why the template renders the history before message ``start`` differently once
+        the later messages exist (Mistral v11's tools block stands before the last user
+        message), or ``None``."""
+        rewrites = getattr(self._template, "rewrites_history", None)
+        if not self._tools or not callable(rewrites):
+            return None
+        why = rewrites(transcript, start)
+        return None if why is None else str(why)
+
+    def _escape(self, view: Transcript, start: int = 0) -> Transcript:
+        """``view`` with the untrusted text of its messages from ``start`` escaped (those
+        before it are left as they are: a continuation renders only the new ones), each
+        message once for the builder."""
         if self._guard is None:
             return view
         memo = self._escaped
-        messages: list[Message] = []
+        messages: list[Message] = list(view.messages[:start])
         changed = False
-        for message in view.messages:
+        for message in view.messages[start:]:
             hit = memo.get(id(message))
             if hit is None or hit[0] is not message:
                 hit = (message, self._guard.escape_message(message))
@@ -355,9 +361,8 @@ class PromptBuilder:
                 (i for i, m in enumerate(transcript.messages) if m.role == "assistant"),
                 default=-1,
             )
-            rewrites = getattr(self._template, "rewrites_history", None)
-            if last >= 0 and self._tools and callable(rewrites):
-                why_text = rewrites(transcript, last + 1) or why_text
+            if last >= 0:
+                why_text = self._rewritten(transcript, last + 1) or why_text
             if dropped:
                 which = ", ".join(str(i) for i in sorted(dropped))
                 why_text = (
