@@ -245,6 +245,23 @@ def _session(setup: _Setup, turns: Sequence[_Turn], profile: Any) -> _State:
     raise ValueError("a session needs at least one turn")
 
 
+def _timed_step(state: _State, built: list[Any]) -> Callable[[], Stopwatch]:
+    """The timed step from turn N's output to turn N+1's prompt, on a copy of ``state``'s
+    builder each run (the prompt is appended to ``built``; the transcript is restored)."""
+    transcript = state.transcript
+
+    def step() -> Stopwatch:
+        builder = copy.copy(state.builder)
+        with Stopwatch() as watch:
+            builder.record(transcript, state.message)
+            transcript.append(state.tool_message)
+            built.append(builder.next_prompt(transcript))
+        del transcript.messages[-1]
+        return watch
+
+    return step
+
+
 def _measure(
     setup: _Setup, turns: Sequence[_Turn], repeats: int, budget: float, log: Callable[[str], None]
 ) -> PromptRow:
@@ -256,29 +273,10 @@ def _measure(
     # run starts with a full collection, which would otherwise traverse them every time.
     gc.collect()
     gc.freeze()
-    transcript = state.transcript
     built: list[Any] = []
-
-    def agentkit_step() -> Stopwatch:
-        step = copy.copy(state.builder)
-        with Stopwatch() as watch:
-            step.record(transcript, state.message)
-            transcript.append(state.tool_message)
-            built.append(step.next_prompt(transcript))
-        del transcript.messages[-1]
-        return watch
-
     native_built: list[Any] = []
-    native_transcript = native_state.transcript
-
-    def native_step() -> Stopwatch:
-        step = copy.copy(native_state.builder)
-        with Stopwatch() as watch:
-            step.record(native_transcript, native_state.message)
-            native_transcript.append(native_state.tool_message)
-            native_built.append(step.next_prompt(native_transcript))
-        del native_transcript.messages[-1]
-        return watch
+    agentkit_step = _timed_step(state, built)
+    native_step = _timed_step(native_state, native_built)
 
     messages = _messages(turns)
     templated: list[list[int]] = []
