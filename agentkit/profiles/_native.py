@@ -34,11 +34,8 @@ _log = get_logger("agentkit.profiles")
 
 def has_chat_template(source: str | Path) -> bool:
     """Whether ``source`` (a model directory) carries a chat template of its own."""
-    path = Path(source)
-    if (path / "chat_template.jinja").is_file():
-        return True
     try:
-        HFChatTemplate(path, profile=NATIVE)._read()
+        HFChatTemplate(source, profile=NATIVE)._read()
     except ConfigurationError:
         return False
     return True
