@@ -22,7 +22,7 @@ from agentkit._channel import EventChannel
 from agentkit._logging import get_logger
 from agentkit._prompt import PromptBuilder, check_replay_policy
 from agentkit._tool_choice import ToolChoice, tool_choice_options, validate_tool_choice
-from agentkit.engine import Engine, GenerationRequest, Usage
+from agentkit.engine import Engine, GenerationRequest, RequestContext, Usage
 from agentkit.errors import (
     AgentkitError,
     ConfigurationError,
@@ -106,6 +106,12 @@ class Agent:
         max_tokens: output token limit per turn.
         tool_timeout: seconds a tool may run (a tool's own ``timeout`` wins).
         max_concurrency: how many tools may run at once (``None``: no limit).
+        raise_tool_errors: for tests: a tool that crashes (raises anything but a
+            :class:`~agentkit.errors.ToolError`) makes the run raise
+            :class:`~agentkit.errors.ToolExecutionError`, chained to the tool's exception,
+            once the turn's other tools have finished, instead of showing the model an error
+            result and going on. The model's own mistakes (unknown tool, bad arguments,
+            malformed call) and timeouts stay error results the model sees.
         request_options: backend options for every request (``GenerationRequest.extra``:
             structured outputs, logit bias, priority, seed, ...), or a function of the turn
             number and the transcript that returns them, for options that vary per turn.
@@ -143,6 +149,7 @@ class Agent:
         temperature: float | None = None,
         tool_timeout: float | None = 60.0,
         max_concurrency: int | None = None,
+        raise_tool_errors: bool = False,
         request_options: RequestOptions | None = None,
         tool_choice: ToolChoice = "auto",
         replay: ReplayPolicy | None = None,
@@ -184,7 +191,10 @@ class Agent:
                 "engine has none (no encode/decode); use mode 'bytes' or 'lines'"
             )
         self.dispatcher = Dispatcher(
-            self.registry, timeout=tool_timeout, max_concurrency=max_concurrency
+            self.registry,
+            timeout=tool_timeout,
+            max_concurrency=max_concurrency,
+            raise_tool_errors=raise_tool_errors,
         )
 
     def stream(
@@ -448,6 +458,9 @@ class AgentStream:
             stop=profile.stop,
             request_id=f"{self.run_id}-{turn}",
             extra=options,
+            context=RequestContext(
+                self.run_id, turn, tuple(self.transcript), agent.registry.specs(), choice
+            ),
         )
         token_ids: list[int] = []
         usage = Usage()

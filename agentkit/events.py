@@ -139,6 +139,10 @@ class ToolResultEvent(_Event):
     is_error: bool
     duration_s: float
     result: ToolResultBlock
+    traceback: str | None = None
+    """When the tool crashed (raised anything but a ``ToolError``): the exception's formatted
+    traceback, for the developer. The model never sees it: ``content`` and ``result`` hold
+    only the exception's type and message."""
 
 
 class TurnUsage(BaseModel):

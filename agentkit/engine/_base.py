@@ -8,19 +8,45 @@ which one it talks to.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from agentkit.transcript import Message
 
 __all__ = [
     "Engine",
     "FinishReason",
     "GenerationChunk",
     "GenerationRequest",
+    "RequestContext",
     "Usage",
 ]
 
 FinishReason = Literal["stop", "length", "abort", "error"]
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    """What the caller knew when it built a request, beyond the prompt it rendered.
+
+    Model engines ignore it: they generate from the prompt alone. Test engines
+    (``FunctionEngine``, the scripted engines' per-run scripts and records) read it, so a test
+    can decide or assert from the conversation itself instead of re-parsing prompt text.
+    The agent fills it in for each of its model turns.
+    """
+
+    run_id: str
+    """The run (conversation) the request belongs to."""
+    turn: int
+    """The model turn within that run, from 1."""
+    messages: Sequence[Message] = ()
+    """The conversation the prompt was rendered from, as it stood at the request."""
+    tools: Sequence[Mapping[str, Any]] = ()
+    """The tools offered to the model (OpenAI function-calling shape, as rendered)."""
+    tool_choice: str = "auto"
+    """The tool choice in force for this turn (``auto``, ``required``, ``none`` or a name)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +66,8 @@ class GenerationRequest:
     request_id: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     """Backend-specific options (e.g. structured-output constraints), passed through."""
+    context: RequestContext | None = field(default=None, compare=False, repr=False)
+    """Who asked, for engines that look (test engines); not part of the request's identity."""
 
 
 @dataclass(frozen=True, slots=True)

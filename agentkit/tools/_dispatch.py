@@ -6,10 +6,12 @@ with other tools. Results come back in call order (the order the model wrote the
 order the transcript must replay, whatever order the tools finish in.
 
 Nothing a model can do wrong escapes as an exception: a malformed call, an unknown tool,
-bad arguments, a timeout or a tool that raised each becomes an error ``tool_result`` the
-model can read and recover from. Only cancellation of the caller's own scope (and errors in
-the caller's ``on_result`` callback) propagate, because those are the caller's, not the
-model's.
+bad arguments, a timeout or a tool that raised (even ``KeyboardInterrupt`` or
+``SystemExit``) each becomes an error ``tool_result`` the model can read and recover from.
+Only cancellation of the caller's own scope (and errors in the caller's ``on_result``
+callback) propagate, because those are the caller's, not the model's; and, when the
+dispatcher is built with ``raise_tool_errors=True`` (for tests), a tool's own crash, once
+the turn's other tools have finished.
 """
 
 from __future__ import annotations
@@ -23,26 +25,28 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from agentkit._logging import get_logger
 from agentkit.errors import (
     ConfigurationError,
     MalformedToolCallError,
     ToolError,
     ToolExecutionError,
-    ToolTimeoutError,
     UnknownToolError,
 )
 from agentkit.events import ToolCallComplete, ToolResultEvent
+from agentkit.tools._execution import DispatchStats, LoopBlocks, Outcome, execute
+from agentkit.tools._log import tool_logger
+from agentkit.tools._output import clean_text, exception_text
 from agentkit.tools._registry import ToolRegistry
+from agentkit.tools._threads import ToolThreads
 from agentkit.tools._tool import Tool
 from agentkit.transcript import ToolResultBlock
 
-__all__ = ["DispatchTurn", "Dispatcher", "ResultCallback"]
+__all__ = ["DispatchStats", "DispatchTurn", "Dispatcher", "ResultCallback"]
 
 ResultCallback = Callable[[ToolResultEvent], Awaitable[None]]
 """Awaited with each result as its tool finishes (completion order, one at a time)."""
 
-_log = get_logger("agentkit.tools")
+_log = tool_logger()
 
 _RAW_HEAD = 400
 _RAW_TAIL = 120
@@ -55,6 +59,18 @@ class Dispatcher:
     of its own. ``max_concurrency`` caps how many tools run at once across every turn of
     this dispatcher; calls beyond it wait their turn, and their timeout starts only when
     they do.
+
+    Sync tools run in at most ``max_threads`` threads (default ``min(32, CPUs + 4)``). A
+    timeout cannot stop a thread: the call is abandoned, its thread keeps its place until
+    the function returns, and :attr:`stats` counts it (with a WARNING log record). An async
+    tool step that holds the event loop longer than ``block_warning_after`` seconds (which
+    no timeout can interrupt) is logged as a WARNING; ``None`` turns that check off.
+
+    ``raise_tool_errors=True`` is for tests: a tool that crashes (raises anything but a
+    :class:`~agentkit.errors.ToolError`) makes the turn raise
+    :class:`~agentkit.errors.ToolExecutionError`, chained to the tool's exception, once its
+    other tools have finished. The model's own mistakes (unknown tool, bad arguments,
+    malformed call) and timeouts stay error results either way.
     """
 
     def __init__(
@@ -63,16 +79,27 @@ class Dispatcher:
         *,
         timeout: float | None = 60.0,
         max_concurrency: int | None = None,
+        max_threads: int | None = None,
+        block_warning_after: float | None = 0.5,
+        raise_tool_errors: bool = False,
     ) -> None:
         if max_concurrency is not None and max_concurrency < 1:
             raise ConfigurationError("max_concurrency must be at least 1 (or None for no limit)")
         if timeout is not None and not timeout > 0:
             raise ConfigurationError("timeout must be positive (or None for no limit)")
+        if max_threads is not None and max_threads < 1:
+            raise ConfigurationError("max_threads must be at least 1 (or None for the default)")
+        if block_warning_after is not None and not block_warning_after > 0:
+            raise ConfigurationError("block_warning_after must be positive (or None for off)")
         self._registry = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
         self._timeout = timeout
         self._max_concurrency = max_concurrency
         # Created on first use, inside the event loop that will wait on it.
         self._limiter: anyio.CapacityLimiter | None = None
+        self._threads = ToolThreads(max_threads)
+        self._block_warning_after = block_warning_after
+        self._loop_blocks = LoopBlocks()
+        self._raise_tool_errors = raise_tool_errors
 
     @property
     def registry(self) -> ToolRegistry:
@@ -85,6 +112,22 @@ class Dispatcher:
     @property
     def max_concurrency(self) -> int | None:
         return self._max_concurrency
+
+    @property
+    def raise_tool_errors(self) -> bool:
+        return self._raise_tool_errors
+
+    @property
+    def stats(self) -> DispatchStats:
+        """Threads in use and abandoned, and event-loop blocks, as of now."""
+        threads = self._threads
+        return DispatchStats(
+            max_threads=threads.max_threads,
+            threads_running=threads.running,
+            threads_abandoned=threads.abandoned,
+            abandoned_total=threads.abandoned_total,
+            loop_blocks=self._loop_blocks.count,
+        )
 
     def turn(self, on_result: ResultCallback | None = None) -> DispatchTurn:
         """A context in which :meth:`DispatchTurn.start` launches calls as they complete."""
@@ -106,23 +149,15 @@ class Dispatcher:
             self._limiter = anyio.CapacityLimiter(self._max_concurrency)
         return self._limiter
 
-    async def _execute(self, tool: Tool, call: ToolCallComplete) -> tuple[str, ToolError | None]:
-        limit = tool.timeout if tool.timeout is not None else self._timeout
-        try:
-            with anyio.move_on_after(limit):
-                return await tool.invoke(call.arguments, call_id=call.id), None
-            # Only reached when the deadline cancelled the tool.
-            error: ToolError = ToolTimeoutError(
-                f"Tool {tool.name!r} timed out after {limit:g} seconds and was cancelled.",
-                call_id=call.id,
-                tool_name=tool.name,
-            )
-        except ToolError as exc:  # bad arguments, or a tool reporting a failure itself
-            error = exc
-        except Exception as exc:
-            error = ToolExecutionError(_exception_text(exc), call_id=call.id, tool_name=tool.name)
-            error.__cause__ = exc
-        return error.message, error
+    async def _execute(self, tool: Tool, call: ToolCallComplete) -> Outcome:
+        return await execute(
+            tool,
+            call,
+            limit=tool.timeout if tool.timeout is not None else self._timeout,
+            threads=self._threads,
+            block_warning_after=self._block_warning_after,
+            loop_blocks=self._loop_blocks,
+        )
 
 
 class DispatchTurn:
@@ -141,6 +176,7 @@ class DispatchTurn:
         self._slots: list[ToolResultBlock | None] = []
         self._ids: set[str] = set()
         self._callback_lock: anyio.Lock | None = None
+        self._crashes: list[tuple[int, ToolExecutionError]] = []
 
     async def __aenter__(self) -> DispatchTurn:
         if self._group is not None or self._closed:
@@ -162,6 +198,8 @@ class DispatchTurn:
         try:
             if exc is None or isinstance(exc, anyio.get_cancelled_exc_class()):
                 await group.__aexit__(exc_type, exc, traceback)
+                if exc is None:
+                    self._raise_first_crash()
                 return
             group.cancel_scope.cancel()
             # The caller's own error: let it propagate unchanged once the tools are stopped.
@@ -194,35 +232,58 @@ class DispatchTurn:
             raise RuntimeError("results are available once the turn's 'async with' has exited")
         return [result for result in self._slots if result is not None]
 
+    def _raise_first_crash(self) -> None:
+        """In test mode, the first crash in call order, as the turn's error."""
+        if not self._dispatcher.raise_tool_errors or not self._crashes:
+            return
+        _, crash = min(self._crashes, key=lambda item: item[0])
+        others = len(self._crashes) - 1
+        more = f" ({others} more tool{'s' if others > 1 else ''} of the turn crashed too)"
+        error = ToolExecutionError(
+            f"tool {crash.tool_name!r} (call {crash.call_id}) raised "
+            f"{exception_text(crash.__cause__ or crash)}{more if others else ''}",
+            call_id=crash.call_id,
+            tool_name=crash.tool_name,
+        )
+        raise error from crash.__cause__
+
     async def _run(self, slot: int, call: ToolCallComplete) -> None:
         dispatcher = self._dispatcher
-        error: ToolError | None
+        outcome: Outcome
         if call.error is not None:
             started = time.perf_counter()
-            error = MalformedToolCallError(
+            malformed = MalformedToolCallError(
                 _malformed_text(call), call_id=call.id, tool_name=call.name, raw=call.raw
             )
-            content = error.message
+            outcome = Outcome(malformed.message, error=malformed)
         elif (tool := dispatcher.registry.get(call.name)) is None:
             started = time.perf_counter()
-            error = UnknownToolError(
+            unknown = UnknownToolError(
                 _unknown_text(call.name, dispatcher.registry.names),
                 call_id=call.id,
                 tool_name=call.name,
             )
-            content = error.message
+            outcome = Outcome(unknown.message, error=unknown)
         else:
             async with dispatcher._slot():
                 started = time.perf_counter()
-                content, error = await dispatcher._execute(tool, call)
+                outcome = await dispatcher._execute(tool, call)
         duration = time.perf_counter() - started
+        error: ToolError | None = outcome.error
+        content = clean_text(outcome.content)
+        if outcome.crash is not None and isinstance(error, ToolExecutionError):
+            self._crashes.append((slot, error))
 
         block = ToolResultBlock(
             call_id=call.id, name=call.name, content=content, is_error=error is not None
         )
         self._slots[slot] = block
         fields: dict[str, Any] = {"error": type(error).__name__} if error is not None else {}
-        _log.info(
+        if outcome.crash is not None:
+            # The tool's own bug: the developer's to see, with its traceback.
+            fields["exc_info"] = outcome.crash
+        log = _log.error if outcome.crash is not None else _log.info
+        log(
             "tool_call",
             call_id=call.id,
             tool=call.name,
@@ -238,6 +299,7 @@ class DispatchTurn:
                 is_error=block.is_error,
                 duration_s=duration,
                 result=block,
+                traceback=outcome.traceback,
             )
             assert self._callback_lock is not None
             async with self._callback_lock:
@@ -260,8 +322,3 @@ def _unknown_text(name: str, available: list[str]) -> str:
     if not available:
         return f"Unknown tool {name!r}: no tools are available."
     return f"Unknown tool {name!r}. Available tools: {', '.join(available)}."
-
-
-def _exception_text(exc: BaseException) -> str:
-    message = str(exc)
-    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__

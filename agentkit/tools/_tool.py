@@ -12,20 +12,19 @@ from __future__ import annotations
 import copy
 import functools
 import inspect
-import json
 import re
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, overload
 
-import anyio.to_thread
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import ValidationError
-from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from agentkit.errors import ConfigurationError, ToolArgumentsError
 from agentkit.tools._arguments import arguments_message, pydantic_problems, schema_problems
+from agentkit.tools._output import to_text
 from agentkit.tools._schema import FunctionSchema, function_schema
+from agentkit.tools._threads import run_in_thread
 
 __all__ = ["Tool", "ToolHandler", "tool"]
 
@@ -197,21 +196,6 @@ def tool(
     return decorate
 
 
-def to_text(value: object) -> str:
-    """What the model reads: strings as they are, ``None`` as nothing, data as JSON."""
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return str(value)
-    try:
-        data = to_jsonable_python(value)
-    except PydanticSerializationError:
-        if not isinstance(value, Mapping | list | tuple | set | frozenset):
-            return str(value)
-        data = to_jsonable_python(value, fallback=str)
-    return json.dumps(data, ensure_ascii=False)
-
-
 class _ConversionError(Exception):
     """Arguments passed the JSON schema but not the pydantic model (custom validators...)."""
 
@@ -238,9 +222,9 @@ class _FunctionHandler:
             result: object = await self._fn(**kwargs)
         else:
             # A thread cannot be cancelled: on timeout or cancellation the call is abandoned
-            # (its result dropped) rather than holding up the whole turn until it returns.
-            result = await anyio.to_thread.run_sync(
-                functools.partial(self._fn, **kwargs), abandon_on_cancel=True
+            # (its result dropped, its thread counted until it returns; see _threads).
+            result = await run_in_thread(
+                functools.partial(self._fn, **kwargs), name=getattr(self._fn, "__name__", "tool")
             )
         if inspect.isawaitable(result):  # a sync wrapper around a coroutine function
             result = await result

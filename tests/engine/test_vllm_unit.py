@@ -422,11 +422,18 @@ def test_engine_package_exports() -> None:
 
     assert agentkit.engine.__all__ == [
         "CharTokenizer",
+        "ConstraintViolationError",
         "Engine",
         "FinishReason",
+        "FunctionEngine",
+        "FunctionOutput",
         "GenerationChunk",
         "GenerationRequest",
+        "OutputConstraints",
         "RemoteEngine",
+        "RequestContext",
+        "ScriptItem",
+        "ScriptedCall",
         "ScriptedEngine",
         "ScriptedOutput",
         "TokenizedScriptedEngine",

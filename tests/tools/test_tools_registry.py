@@ -71,6 +71,7 @@ def test_schemas_and_specs() -> None:
 
 def test_public_names() -> None:
     assert agentkit.tools.__all__ == [
+        "DispatchStats",
         "DispatchTurn",
         "Dispatcher",
         "ResultCallback",
