@@ -53,7 +53,7 @@ def test_is_an_engine() -> None:
 
 async def test_decides_from_the_transcript() -> None:
     engine = FunctionEngine(weather_model)
-    agent = agentkit.Agent(engine, tools=[temperature])
+    agent = agentkit.Agent(engine, tools=[temperature], profile="qwen3")
     result = await agent.run("Weather in Oslo?")
     assert result.output_text == "Oslo: 4 C."
     assert [c.turn for c in engine.calls] == [1, 2]
@@ -61,7 +61,7 @@ async def test_decides_from_the_transcript() -> None:
 
 
 async def test_concurrent_runs_each_get_their_own_answers() -> None:
-    agent = agentkit.Agent(FunctionEngine(weather_model), tools=[temperature])
+    agent = agentkit.Agent(FunctionEngine(weather_model), tools=[temperature], profile="qwen3")
     answers: dict[str, str] = {}
 
     async def ask(city: str) -> None:
@@ -81,7 +81,9 @@ async def test_an_async_function_sees_run_turn_and_tool_choice() -> None:
         seen.append((c.run_id, c.turn, c.tool_choice))
         return "done" if c.tool_results else call("temperature", city="Rome")
 
-    agent = agentkit.Agent(FunctionEngine(model), tools=[temperature], tool_choice="temperature")
+    agent = agentkit.Agent(
+        FunctionEngine(model), tools=[temperature], tool_choice="temperature", profile="qwen3"
+    )
     result = await agent.run("go")
     assert seen == [(result.run_id, 1, "temperature"), (result.run_id, 2, "auto")]
 
@@ -119,13 +121,19 @@ async def test_an_assertion_in_the_function_fails_as_itself() -> None:
         return "x"
 
     with pytest.raises(AssertionError, match="insist"):
-        await agentkit.Agent(FunctionEngine(model), tools=[temperature]).run("go")
+        await agentkit.Agent(FunctionEngine(model), tools=[temperature], profile="qwen3").run("go")
+
+
+async def test_a_function_that_returns_no_output_is_a_type_error() -> None:
+    engine = FunctionEngine(lambda c: None)  # type: ignore[arg-type,return-value]
+    with pytest.raises(TypeError, match="returned NoneType for request 1"):
+        [c async for c in engine.generate(GenerationRequest(prompt="p"))]
 
 
 async def test_an_engine_failure_is_scripted_as_an_output() -> None:
     engine = FunctionEngine(lambda c: ScriptedOutput(["par", RuntimeError("device lost")]))
     with pytest.raises(EngineError, match="device lost") as caught:
-        await agentkit.Agent(engine).run("go")
+        await agentkit.Agent(engine, profile="qwen3").run("go")
     assert caught.value.transcript is not None
 
 
@@ -137,12 +145,14 @@ async def test_outputs_are_checked_against_the_request_constraints() -> None:
         assert c.constraints.json_schema == schema
         return '{"n": 3}'
 
-    agent = agentkit.Agent(FunctionEngine(model), request_options=options)
+    agent = agentkit.Agent(FunctionEngine(model), request_options=options, profile="qwen3")
     assert (await agent.run("count")).output_text == '{"n": 3}'
-    wrong = agentkit.Agent(FunctionEngine(lambda c: '{"n": "three"}'), request_options=options)
+    wrong = agentkit.Agent(
+        FunctionEngine(lambda c: '{"n": "three"}'), request_options=options, profile="qwen3"
+    )
     with pytest.raises(ConstraintViolationError) as caught:
         await wrong.run("count")
     assert caught.value.constraint == "structured_outputs.json"
     lenient = FunctionEngine(lambda c: '{"n": "three"}', check_constraints=False)
-    result = await agentkit.Agent(lenient, request_options=options).run("count")
+    result = await agentkit.Agent(lenient, request_options=options, profile="qwen3").run("count")
     assert result.output_text == '{"n": "three"}'

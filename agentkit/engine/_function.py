@@ -52,4 +52,10 @@ class FunctionEngine(BaseScriptedEngine):
         result = self.fn(call)
         if inspect.isawaitable(result):
             result = await result
+        if not isinstance(result, str | ScriptedOutput | Sequence):
+            raise TypeError(
+                f"FunctionEngine's function returned {type(result).__name__} for request "
+                f"{call.index + 1}; expected the model's text, a list of deltas or a "
+                "ScriptedOutput"
+            )
         return scripted_output(result)
