@@ -18,10 +18,19 @@ import anyio
 from anyio.abc import TaskGroup
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentkit._approval_run import ApprovalRules, Resumption
 from agentkit._channel import EventChannel
 from agentkit._logging import get_logger
 from agentkit._prompt import PromptBuilder, check_replay_policy
 from agentkit._tool_choice import ToolChoice, tool_choice_options, validate_tool_choice
+from agentkit.approvals import (
+    ApprovalHandler,
+    ApprovalPolicy,
+    Approve,
+    Deny,
+    PendingApproval,
+    RunState,
+)
 from agentkit.engine import Engine, GenerationRequest, RequestContext, Usage
 from agentkit.errors import (
     AgentkitError,
@@ -83,12 +92,21 @@ class RunUsage(BaseModel):
 
 
 class RunResult(BaseModel):
-    """What a finished run produced."""
+    """What a finished (or paused) run produced."""
 
     transcript: Transcript
     output_text: str
     usage: RunUsage
     run_id: str
+    pending_approvals: list[PendingApproval] = Field(default_factory=list)
+    """The calls waiting for a person's decision when the run paused (empty otherwise)."""
+    state: RunState | None = None
+    """What :meth:`Agent.resume` needs to continue a paused run (``None`` otherwise)."""
+
+    @property
+    def paused(self) -> bool:
+        """Whether the run stopped for approvals (see :mod:`agentkit.approvals`)."""
+        return bool(self.pending_approvals)
 
 
 class Agent:
@@ -135,6 +153,13 @@ class Agent:
         thinking: ``False`` turns the model's thinking off where its template has a switch
             (``Profile.thinking_switch``: the prompt is what the template writes with
             ``enable_thinking=False``, and the parser expects no reasoning block).
+        requires_approval: ``True`` holds every tool call for a person's approval; a
+            function of the call (:data:`~agentkit.approvals.ApprovalPolicy`) holds the calls
+            it returns ``True`` for. Tools marked ``@tool(requires_approval=True)`` always wait.
+            See :mod:`agentkit.approvals`.
+        approval_handler: an async callback that decides held calls in-process, while the
+            model keeps generating; without one (or when it returns ``None``) the run pauses
+            with ``RunResult.pending_approvals`` and :meth:`resume` continues it.
     """
 
     def __init__(
@@ -156,6 +181,8 @@ class Agent:
         truncation: TruncationPolicy | Mapping[str, Any] | Literal[False] | None = None,
         hints: AgentHints | None = None,
         thinking: bool = True,
+        requires_approval: bool | ApprovalPolicy = False,
+        approval_handler: ApprovalHandler | None = None,
     ) -> None:
         if max_turns < 1:
             raise ValueError("max_turns must be at least 1")
@@ -196,6 +223,7 @@ class Agent:
             max_concurrency=max_concurrency,
             raise_tool_errors=raise_tool_errors,
         )
+        self.approvals = ApprovalRules(self.registry, requires_approval, approval_handler)
 
     def stream(
         self,
@@ -229,6 +257,32 @@ class Agent:
         """Run the agent to completion and return its result (see :meth:`stream`)."""
         stream = self.stream(prompt, tool_choice=tool_choice, hints=hints)
         return await stream._run_unobserved()
+
+    def resume_stream(
+        self,
+        state: RunState,
+        decisions: Mapping[str, Approve | Deny],
+        *,
+        hints: AgentHints | None = None,
+    ) -> AgentStream:
+        """Continue a paused run, as a stream (see :meth:`resume`)."""
+        resumption = Resumption(state, decisions, profile=self.profile.name)
+        return AgentStream(
+            self, state.transcript.model_copy(deep=True), hints=hints, resume=resumption
+        )
+
+    async def resume(
+        self,
+        state: RunState,
+        decisions: Mapping[str, Approve | Deny],
+        *,
+        hints: AgentHints | None = None,
+    ) -> RunResult:
+        """Continue a paused run: settle each pending call by its decision (keyed by call
+        id), append the paused turn's results in call order, and go on from the next turn.
+        ``state`` may come from another process (:meth:`RunState.from_json`); this agent
+        needs the same profile and tools."""
+        return await self.resume_stream(state, decisions, hints=hints)._run_unobserved()
 
     async def side_query(
         self,
@@ -300,13 +354,17 @@ class AgentStream:
         *,
         tool_choice: ToolChoice = "auto",
         hints: AgentHints | None = None,
+        resume: Resumption | None = None,
     ) -> None:
         self._agent = agent
         self._tool_choice = tool_choice
         self._hints = hints or agent.hints
         self.transcript = transcript
-        self.run_id = f"run_{uuid.uuid4().hex[:16]}"
-        self._usage: list[TurnUsage] = []
+        self.run_id = resume.state.run_id if resume else f"run_{uuid.uuid4().hex[:16]}"
+        self._usage: list[TurnUsage] = list(resume.state.usage) if resume else []
+        self._resume = resume
+        self._held: tuple[list[PendingApproval], list[ToolResultBlock]] | None = None
+        """The calls the last turn held for approval, and the results it has."""
         self._result: RunResult | None = None
         self._error: AgentkitError | None = None
         self._task_group: TaskGroup | None = None
@@ -404,8 +462,15 @@ class AgentStream:
     async def _loop(self, send: EventChannel[AgentEvent]) -> RunResult:
         agent = self._agent
         schemas = agent.registry.schemas()
-        for turn in range(1, agent.max_turns + 1):
+        first = 1
+        if self._resume is not None:
+            results = await self._resume.settle(agent.dispatcher, send.send, self._for_context)
+            self.transcript.append(Message(role="tool", content=list(results)))
+            first = self._resume.state.turns + 1
+        for turn in range(first, agent.max_turns + 1):
             message = await self._turn(turn, send, schemas)
+            if self._held is not None:
+                return await self._pause(turn, send, *self._held)
             if not message.tool_calls:
                 output_text = message.text
                 await send.send(
@@ -418,6 +483,35 @@ class AgentStream:
                     run_id=self.run_id,
                 )
         raise MaxTurnsExceeded(agent.max_turns, transcript=self.transcript)
+
+    async def _pause(
+        self,
+        turn: int,
+        send: EventChannel[AgentEvent],
+        pending: list[PendingApproval],
+        results: list[ToolResultBlock],
+    ) -> RunResult:
+        """End the run at a turn that holds calls for approval, with what resuming needs."""
+        state = RunState(
+            run_id=self.run_id,
+            profile=self._agent.profile.name,
+            transcript=self.transcript,
+            turns=turn,
+            usage=list(self._usage),
+            tool_results=results,
+            pending_approvals=pending,
+        )
+        await send.send(
+            RunComplete(turns=turn, output_text="", transcript=self.transcript, paused=True)
+        )
+        return RunResult(
+            transcript=self.transcript,
+            output_text="",
+            usage=RunUsage(turns=list(self._usage)),
+            run_id=self.run_id,
+            pending_approvals=pending,
+            state=state,
+        )
 
     async def _turn(
         self,
@@ -467,14 +561,17 @@ class AgentStream:
         finish_reason = "stop"
         failure: EngineError | None = None
 
-        async with agent.dispatcher.turn(on_result=send.send) as tools:
+        async with (
+            agent.dispatcher.turn(on_result=send.send) as tools,
+            agent.approvals.turn(tools, send.send) as gate,
+        ):
 
             def publish(events: list[ParseEvent]) -> None:
                 # The channel is unbounded: sending never blocks, and not yielding to the event
                 # loop once per event keeps the per-token cost down (the engine's stream yields).
                 for event in events:
                     if isinstance(event, ToolCallComplete):
-                        tools.start(event)
+                        gate.start(event)  # runs it now, or asks about it, or holds it
                     send.send_nowait(event)
 
             try:
@@ -513,8 +610,10 @@ class AgentStream:
                         prompt_rebuilt=prompt.rebuilt,
                     )
                 )
-        if tools.results:
-            results = [self._for_context(r) for r in tools.results]
+        results = [self._for_context(r) for r in gate.results(tools.results)]
+        if gate.held and failure is None:
+            self._held = (gate.held, results)  # the tool message waits for the decisions
+        elif results:
             self.transcript.append(Message(role="tool", content=list(results)))
         _log.info(
             "turn",

@@ -183,12 +183,16 @@ class ContextCompacted(_Event):
 
 
 class RunComplete(_Event):
-    """The run ended with a turn that called no tools."""
+    """The run ended with a turn that called no tools, or paused for approvals."""
 
     type: Literal["run_complete"] = "run_complete"
     turns: int
     output_text: str
     transcript: Transcript
+    paused: bool = False
+    """The run stopped at a turn with calls held for a person's approval (``output_text`` is
+    empty): the stream's ``result`` has ``pending_approvals`` and the ``state`` to resume
+    (see :mod:`agentkit.approvals`)."""
 
 
 AgentEvent = Annotated[

@@ -44,6 +44,9 @@ class Tool:
 
     ``timeout`` (seconds) overrides the dispatcher's default for this tool; ``None`` defers
     to the dispatcher and ``math.inf`` means no limit at all.
+
+    ``requires_approval`` holds each call of the tool until a person approves it (see
+    :mod:`agentkit.approvals`): the run pauses, or the agent's approval handler is asked.
     """
 
     def __init__(
@@ -54,6 +57,7 @@ class Tool:
         handler: ToolHandler,
         *,
         timeout: float | None = None,
+        requires_approval: bool = False,
     ) -> None:
         if not isinstance(name, str) or not _NAME.match(name):
             raise ConfigurationError(
@@ -77,6 +81,7 @@ class Tool:
         self._handler = handler
         self._timeout = None if timeout is None else float(timeout)
         self._function: Callable[..., Any] | None = None
+        self._requires_approval = bool(requires_approval)
 
     @classmethod
     def from_function(
@@ -86,6 +91,7 @@ class Tool:
         name: str | None = None,
         description: str | None = None,
         timeout: float | None = None,
+        requires_approval: bool = False,
     ) -> Tool:
         """Wrap a typed function, async or sync (sync ones run in a worker thread).
 
@@ -103,6 +109,7 @@ class Tool:
             schema.parameters,
             _FunctionHandler(fn, schema),
             timeout=timeout,
+            requires_approval=requires_approval,
         )
         instance._function = fn
         return instance
@@ -123,6 +130,11 @@ class Tool:
     @property
     def timeout(self) -> float | None:
         return self._timeout
+
+    @property
+    def requires_approval(self) -> bool:
+        """Whether each call waits for a person's approval before it runs."""
+        return self._requires_approval
 
     @property
     def function(self) -> Callable[..., Any] | None:
@@ -162,7 +174,8 @@ class Tool:
         return to_text(result)
 
     def __repr__(self) -> str:
-        return f"Tool(name={self._name!r}, timeout={self._timeout!r})"
+        approval = ", requires_approval=True" if self._requires_approval else ""
+        return f"Tool(name={self._name!r}, timeout={self._timeout!r}{approval})"
 
 
 @overload
@@ -175,6 +188,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     timeout: float | None = None,
+    requires_approval: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -185,15 +199,21 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     timeout: float | None = None,
+    requires_approval: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
-    """Make a function a :class:`Tool`: ``@tool`` or ``@tool(name=..., timeout=...)``."""
-    if fn is not None:
-        return Tool.from_function(fn, name=name, description=description, timeout=timeout)
+    """Make a function a :class:`Tool`: ``@tool`` or ``@tool(name=..., timeout=...,
+    requires_approval=True)``."""
 
     def decorate(function: Callable[..., Any]) -> Tool:
-        return Tool.from_function(function, name=name, description=description, timeout=timeout)
+        return Tool.from_function(
+            function,
+            name=name,
+            description=description,
+            timeout=timeout,
+            requires_approval=requires_approval,
+        )
 
-    return decorate
+    return decorate(fn) if fn is not None else decorate
 
 
 class _ConversionError(Exception):
