@@ -97,6 +97,8 @@ async def pause_and_resume(saved: anyio.Path) -> None:
     resumed = await agent.resume(state, decisions)
     print(f"Answer: {resumed.output_text}")
     print(f"Files left: {sorted(FILES)}")
+    if sorted(FILES) != ["notes.txt"]:
+        raise SystemExit("expected build.log deleted and notes.txt kept")
 
 
 async def with_a_handler() -> None:

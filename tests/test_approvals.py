@@ -25,8 +25,7 @@ from agentkit.approvals import (
     PendingApproval,
     RunState,
 )
-from agentkit.engine import ScriptedEngine
-from agentkit.engine._scripted import TokenizedScriptedEngine
+from agentkit.engine import ScriptedEngine, TokenizedScriptedEngine
 from agentkit.errors import MaxTurnsExceeded
 from agentkit.events import RunComplete, ToolResultEvent, TurnUsage
 from agentkit.profiles import get_profile
@@ -291,7 +290,7 @@ async def test_resume_in_a_new_process(tmp_path: Path) -> None:
         import json, sys
         import anyio, agentkit
         from agentkit.approvals import Approve, RunState
-        from agentkit.engine._scripted import TokenizedScriptedEngine
+        from agentkit.engine import TokenizedScriptedEngine
         from agentkit.profiles import get_profile
 
         @agentkit.tool(requires_approval=True)
