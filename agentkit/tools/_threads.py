@@ -88,8 +88,9 @@ class ToolThreads:
         thread = threading.Thread(target=self._work, args=(job,), name=name, daemon=True)
         try:
             thread.start()
-        except BaseException:
-            self._release()
+        except BaseException:  # the system refused another thread
+            for waiter in self._release():
+                waiter.wake()
             raise
         try:
             await job.wakeup.event.wait()

@@ -241,7 +241,7 @@ def broken() -> str:
 
 async def test_agent_raise_tool_errors_makes_the_run_fail() -> None:
     engine = ScriptedEngine([_hermes("broken"), "recovered"])
-    agent = agentkit.Agent(engine, tools=[broken], raise_tool_errors=True)
+    agent = agentkit.Agent(engine, tools=[broken], raise_tool_errors=True, profile="qwen3")
     with pytest.raises(ToolExecutionError) as info:
         await agent.run("go")
     assert isinstance(info.value.__cause__, AttributeError)
@@ -250,7 +250,7 @@ async def test_agent_raise_tool_errors_makes_the_run_fail() -> None:
 
 async def test_agent_by_default_shows_the_crash_to_the_model_and_goes_on() -> None:
     engine = ScriptedEngine([_hermes("broken"), "recovered"])
-    result = await agentkit.Agent(engine, tools=[broken]).run("go")
+    result = await agentkit.Agent(engine, tools=[broken], profile="qwen3").run("go")
     assert result.output_text == "recovered"
     tool_message = result.transcript.messages[-2]
     assert tool_message.role == "tool"

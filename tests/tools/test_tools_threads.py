@@ -185,3 +185,63 @@ def test_thread_settings_are_checked() -> None:
     with pytest.raises(ConfigurationError, match="block_warning_after"):
         Dispatcher([], block_warning_after=0)
     assert Dispatcher([]).stats.max_threads >= 1
+
+
+async def test_a_thread_the_system_refuses_is_an_error_result_and_frees_its_place(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    @tool
+    def work() -> str:
+        return "worked"
+
+    def refuse(self: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")
+
+    dispatcher = Dispatcher([work], max_threads=1)
+    with monkeypatch.context() as patch:
+        patch.setattr(threading.Thread, "start", refuse)
+        (refused,) = await dispatcher.run([call("c1", "work")])
+    assert (refused.content, refused.is_error) == ("RuntimeError: can't start new thread", True)
+    assert dispatcher.stats.threads_running == 0
+    (result,) = await dispatcher.run([call("c2", "work")])
+    assert result.content == "worked"
+
+
+async def test_a_refused_thread_passes_its_place_on_to_the_next_waiting_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    release = threading.Event()
+    start = threading.Thread.start
+
+    def refuse_c2(self: threading.Thread) -> None:
+        if self.name.endswith(" c2"):
+            raise RuntimeError("can't start new thread")
+        start(self)
+
+    @tool
+    def hold() -> str:
+        release.wait(10)
+        return "held"
+
+    @tool
+    def work() -> str:
+        return "worked"
+
+    monkeypatch.setattr(threading.Thread, "start", refuse_c2)
+    dispatcher = Dispatcher([hold, work], timeout=None, max_threads=1)
+    try:
+        with anyio.fail_after(5):
+            async with dispatcher.turn() as turn:
+                turn.start(call("c1", "hold"))
+                await _until(lambda: dispatcher.stats.threads_running == 1)
+                turn.start(call("c2", "work"))  # will be refused its thread
+                turn.start(call("c3", "work"))  # must get the place c2 gives back
+                await anyio.wait_all_tasks_blocked()
+                release.set()
+    finally:
+        release.set()
+    assert [r.content for r in turn.results] == [
+        "held",
+        "RuntimeError: can't start new thread",
+        "worked",
+    ]
