@@ -18,6 +18,7 @@ from agentkit.errors import AgentkitError as AgentkitError
 from agentkit.errors import ConfigurationError as ConfigurationError
 from agentkit.errors import EngineError as EngineError
 from agentkit.errors import MaxTurnsExceeded as MaxTurnsExceeded
+from agentkit.errors import OutputValidationError as OutputValidationError
 from agentkit.errors import RunError as RunError
 from agentkit.errors import ToolError as ToolError
 from agentkit.profiles import Profile as Profile
@@ -45,6 +46,7 @@ __all__ = [
     "EngineError",
     "MaxTurnsExceeded",
     "Message",
+    "OutputValidationError",
     "Profile",
     "ReasoningBlock",
     "RemoteEngine",

@@ -12,7 +12,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import aclosing
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Generic, Literal
 
 import anyio
 from anyio.abc import TaskGroup
@@ -47,6 +47,14 @@ from agentkit.events import (
     ToolCallComplete,
     TurnComplete,
     TurnUsage,
+)
+from agentkit.output import (
+    OutputChecker,
+    OutputRetry,
+    OutputT,
+    answer_constraint,
+    output_schema,
+    system_prompt,
 )
 from agentkit.profiles import Profile, ReplayPolicy, get_profile
 from agentkit.profiles._replay import validate_replay_policy
@@ -91,11 +99,15 @@ class RunUsage(BaseModel):
         return sum(t.output_tokens for t in self.turns)
 
 
-class RunResult(BaseModel):
+class RunResult(BaseModel, Generic[OutputT]):
     """What a finished (or paused) run produced."""
 
     transcript: Transcript
     output_text: str
+    # Typed as the answer callers read; a run paused for approvals has none yet (``None``).
+    output: OutputT = None  # type: ignore[assignment]
+    """The final answer as the agent's ``output_type``, validated (``output_text`` when the
+    agent has none); ``None`` only on a run paused for approvals (see ``paused``)."""
     usage: RunUsage
     run_id: str
     pending_approvals: list[PendingApproval] = Field(default_factory=list)
@@ -109,7 +121,7 @@ class RunResult(BaseModel):
         return bool(self.pending_approvals)
 
 
-class Agent:
+class Agent(Generic[OutputT]):
     """An agent: a model (engine + profile), tools, and the loop that connects them.
 
     Args:
@@ -140,6 +152,18 @@ class Agent:
             call format with structured outputs (an engine that supports them is needed:
             ``VLLMEngine``); ``"none"`` keeps call markup as text. The prompt is the same for
             every choice, so it does not cost prefix-cache reuse.
+        output_type: the type of the final answer (a pydantic model, a dataclass, a
+            ``TypedDict`` or a plain type such as ``int`` or ``list[str]``): the system
+            prompt asks for it as JSON, and ``RunResult.output`` is the validated value.
+            ``None`` or ``str``: plain text. See ``docs/typed-output.md``.
+        output_retries: how many answers that fail ``output_type`` the model may correct
+            (each time it sees what was wrong); the next failure, or one on the last of
+            ``max_turns``, raises :class:`~agentkit.errors.OutputValidationError`.
+        constrain_output: whether the final answer is also constrained to ``output_type``'s
+            schema with structured outputs (after the reasoning; tool calls stay allowed).
+            ``None``: where the engine supports them (``VLLMEngine``, ``RemoteEngine``) and
+            the profile's call format has a grammar; ``True``: always (a
+            ``ConfigurationError`` where it cannot be built); ``False``: validate only.
         replay: the reasoning-replay policy (``keep_all``, ``drop_on_plain_turns``,
             ``keep_with_tools``, ``drop_all``, ``template_native``); default: the profile's,
             which follows what the model's own template does.
@@ -177,6 +201,9 @@ class Agent:
         raise_tool_errors: bool = False,
         request_options: RequestOptions | None = None,
         tool_choice: ToolChoice = "auto",
+        output_type: type[OutputT] | None = None,
+        output_retries: int = 2,
+        constrain_output: bool | None = None,
         replay: ReplayPolicy | None = None,
         truncation: TruncationPolicy | Mapping[str, Any] | Literal[False] | None = None,
         hints: AgentHints | None = None,
@@ -199,6 +226,20 @@ class Agent:
         self.hints = hints or AgentHints()
         self.thinking = thinking or not self.profile.thinking_switch
         """Whether the model thinks (``False`` only where the profile has a switch)."""
+        if output_retries < 0:
+            raise ValueError("output_retries must be at least 0")
+        self.output_schema = output_schema(output_type)
+        self.output_retries = output_retries
+        self.system = system_prompt(system, self.output_schema)
+        self.output_constraint = answer_constraint(
+            self.output_schema,
+            constrain_output,
+            engine=engine,
+            profile=self.profile,
+            tools=self.registry.schemas(),
+            thinking=self.thinking,
+        )
+        """The JSON schema final answers are constrained to, or ``None`` (validated only)."""
         self.replay: ReplayPolicy = check_replay_policy(
             self.profile, validate_replay_policy(replay or self.profile.replay)
         )
@@ -231,7 +272,7 @@ class Agent:
         *,
         tool_choice: ToolChoice | None = None,
         hints: AgentHints | None = None,
-    ) -> AgentStream:
+    ) -> AgentStream[OutputT]:
         """Run the agent, yielding typed events as they happen.
 
         Use it as ``async with agent.stream(p) as events: async for event in events: ...``;
@@ -253,7 +294,7 @@ class Agent:
         *,
         tool_choice: ToolChoice | None = None,
         hints: AgentHints | None = None,
-    ) -> RunResult:
+    ) -> RunResult[OutputT]:
         """Run the agent to completion and return its result (see :meth:`stream`)."""
         stream = self.stream(prompt, tool_choice=tool_choice, hints=hints)
         return await stream._run_unobserved()
@@ -264,7 +305,7 @@ class Agent:
         decisions: Mapping[str, Approve | Deny],
         *,
         hints: AgentHints | None = None,
-    ) -> AgentStream:
+    ) -> AgentStream[OutputT]:
         """Continue a paused run, as a stream (see :meth:`resume`)."""
         resumption = Resumption(state, decisions, profile=self.profile.name)
         return AgentStream(
@@ -277,7 +318,7 @@ class Agent:
         decisions: Mapping[str, Approve | Deny],
         *,
         hints: AgentHints | None = None,
-    ) -> RunResult:
+    ) -> RunResult[OutputT]:
         """Continue a paused run: settle each pending call by its decision (keyed by call
         id), append the paused turn's results in call order, and go on from the next turn.
         ``state`` may come from another process (:meth:`RunState.from_json`); this agent
@@ -344,12 +385,12 @@ class Agent:
         return transcript
 
 
-class AgentStream:
+class AgentStream(Generic[OutputT]):
     """One run of an agent, as a stream of events. See :meth:`Agent.stream`."""
 
     def __init__(
         self,
-        agent: Agent,
+        agent: Agent[OutputT],
         transcript: Transcript,
         *,
         tool_choice: ToolChoice = "auto",
@@ -365,7 +406,8 @@ class AgentStream:
         self._resume = resume
         self._held: tuple[list[PendingApproval], list[ToolResultBlock]] | None = None
         """The calls the last turn held for approval, and the results it has."""
-        self._result: RunResult | None = None
+        self._result: RunResult[OutputT] | None = None
+        self._output = OutputChecker(agent.output_schema, retries=agent.output_retries)
         self._error: AgentkitError | None = None
         self._task_group: TaskGroup | None = None
         self._channel: EventChannel[AgentEvent] | None = None
@@ -380,7 +422,7 @@ class AgentStream:
         )
 
     @property
-    def result(self) -> RunResult:
+    def result(self) -> RunResult[OutputT]:
         """The run's result, once the stream has been consumed to its end."""
         if self._error is not None:
             raise self._error
@@ -388,7 +430,7 @@ class AgentStream:
             raise RuntimeError("the run has not finished: consume the stream first")
         return self._result
 
-    async def __aenter__(self) -> AgentStream:
+    async def __aenter__(self) -> AgentStream[OutputT]:
         self._channel = channel = EventChannel[AgentEvent]()
         self._task_group = anyio.create_task_group()
         await self._task_group.__aenter__()
@@ -439,7 +481,7 @@ class AgentStream:
         if self._error is not None:
             raise self._error
 
-    async def _run_unobserved(self) -> RunResult:
+    async def _run_unobserved(self) -> RunResult[OutputT]:
         """The whole run in the caller's task, its events dropped: what :meth:`Agent.run`
         does. With no consumer there is no producer task either, so a token costs no task
         switch beyond the engine's own."""
@@ -459,7 +501,7 @@ class AgentStream:
         finally:
             send.close()
 
-    async def _loop(self, send: EventChannel[AgentEvent]) -> RunResult:
+    async def _loop(self, send: EventChannel[AgentEvent]) -> RunResult[OutputT]:
         agent = self._agent
         schemas = agent.registry.schemas()
         first = 1
@@ -473,12 +515,22 @@ class AgentStream:
                 return await self._pause(turn, send, *self._held)
             if not message.tool_calls:
                 output_text = message.text
+                output = self._output.check(output_text, last_turn=turn == agent.max_turns)
+                if isinstance(output, OutputRetry):
+                    self.transcript.append(output.message)  # the model sees why, and retries
+                    continue
                 await send.send(
-                    RunComplete(turns=turn, output_text=output_text, transcript=self.transcript)
+                    RunComplete(
+                        turns=turn,
+                        output_text=output_text,
+                        output=output,
+                        transcript=self.transcript,
+                    )
                 )
-                return RunResult(
+                return RunResult[Any](
                     transcript=self.transcript,
                     output_text=output_text,
+                    output=output,
                     usage=RunUsage(turns=list(self._usage)),
                     run_id=self.run_id,
                 )
@@ -490,7 +542,7 @@ class AgentStream:
         send: EventChannel[AgentEvent],
         pending: list[PendingApproval],
         results: list[ToolResultBlock],
-    ) -> RunResult:
+    ) -> RunResult[OutputT]:
         """End the run at a turn that holds calls for approval, with what resuming needs."""
         state = RunState(
             run_id=self.run_id,
@@ -541,7 +593,9 @@ class AgentStream:
         if callable(options):
             options = options(turn, self.transcript)
         options = _merge_options(
-            tool_choice_options(profile, choice, schemas, thinking=agent.thinking),
+            tool_choice_options(
+                profile, choice, schemas, thinking=agent.thinking, answer=agent.output_constraint
+            ),
             {**hint_options(self._hints), **(options or {})},
         )
         request = GenerationRequest(
@@ -656,7 +710,8 @@ def _merge_options(choice: Mapping[str, Any], options: Mapping[str, Any]) -> dic
     clash = sorted(choice.keys() & options.keys())
     if clash:
         raise ConfigurationError(
-            f"request_options sets {', '.join(clash)}, which the run's tool_choice also "
-            "needs; use tool_choice='auto' to pass your own"
+            f"request_options sets {', '.join(clash)}, which the run's tool_choice (or its "
+            "constrained output_type) also needs; use tool_choice='auto' (and "
+            "constrain_output=False) to pass your own"
         )
     return {**choice, **options}

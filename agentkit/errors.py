@@ -25,6 +25,7 @@ Two kinds of failure matter to an agent and are kept apart:
         │   ├── EngineOverloaded    the engine refused the request for now (retry later)
         │   └── ScriptExhaustedError  a ScriptedEngine received more requests than outputs
         ├── MaxTurnsExceeded        the model was still calling tools after ``max_turns`` turns
+        ├── OutputValidationError   the final answer still failed ``output_type`` after retries
         └── ContextWindowExceeded   the prompt does not fit even after compaction
 """
 
@@ -43,6 +44,7 @@ __all__ = [
     "EngineOverloaded",
     "MalformedToolCallError",
     "MaxTurnsExceeded",
+    "OutputValidationError",
     "RunError",
     "ScriptExhaustedError",
     "ToolArgumentsError",
@@ -141,6 +143,35 @@ class MaxTurnsExceeded(RunError):
             transcript=transcript,
         )
         self.max_turns = max_turns
+
+
+class OutputValidationError(RunError):
+    """The model's final answer did not validate against the agent's ``output_type``, and
+    every retry it was given (each one showing it the problem) failed too.
+
+    ``raw`` is the last answer's text, ``problems`` what was wrong with it (one line each),
+    ``attempts`` how many answers failed; ``transcript`` holds them all and the retry
+    messages between them.
+    """
+
+    def __init__(
+        self,
+        output_type: str,
+        *,
+        raw: str,
+        problems: tuple[str, ...],
+        attempts: int,
+        transcript: Transcript | None = None,
+    ) -> None:
+        super().__init__(
+            f"the final answer is not a valid {output_type} after {attempts} attempt(s): "
+            + "; ".join(problems),
+            transcript=transcript,
+        )
+        self.output_type = output_type
+        self.raw = raw
+        self.problems = problems
+        self.attempts = attempts
 
 
 class ContextWindowExceeded(RunError):

@@ -189,6 +189,9 @@ class RunComplete(_Event):
     turns: int
     output_text: str
     transcript: Transcript
+    output: Any = None
+    """The validated final answer, as the agent's ``output_type`` (``output_text`` when it
+    has none; ``None`` when the run paused)."""
     paused: bool = False
     """The run stopped at a turn with calls held for a person's approval (``output_text`` is
     empty): the stream's ``result`` has ``pending_approvals`` and the ``state`` to resume

@@ -19,6 +19,7 @@ def test_top_level_exports() -> None:
         "EngineError",
         "MaxTurnsExceeded",
         "Message",
+        "OutputValidationError",
         "Profile",
         "ReasoningBlock",
         "RemoteEngine",

@@ -7,6 +7,11 @@ XML argument styles) and free text. The grammar admits exactly what the format's
 optional reasoning first, then one section of calls (one call for a named tool, one or more
 for ``required``), and nothing after it.
 
+A typed final answer (``Agent(output_type=T)``) uses the same grammar with one more
+alternative after the reasoning: the section of calls, or a JSON value matching ``T``'s
+schema and nothing after it. The model still thinks freely and may still call tools; only what
+it writes as its answer is held to the schema.
+
 Each tool format's shape is written down here, next to the others, from the same canonical
 renderings the parsers and ``ToolSyntax.render`` use; a test instantiates every shape and
 parses the result back with the format's own parser.
@@ -158,32 +163,63 @@ def call_shape(syntax: ToolSyntax) -> CallShape:
     shape = _SHAPES.get(syntax.name)
     if shape is None:
         raise ConfigurationError(
-            f"tool_choice 'required' or a named tool needs a grammar for the {syntax.name!r} "
-            f"tool format, and agentkit has none; formats with one: {', '.join(sorted(_SHAPES))}"
+            f"tool_choice 'required', a named tool, or a constrained typed answer next to "
+            f"tools needs a grammar for the {syntax.name!r} tool format, and agentkit has none; "
+            f"formats with one: {', '.join(sorted(_SHAPES))}"
         )
     return shape
 
 
 def tool_call_constraint(
-    syntax: ToolSyntax,
+    syntax: ToolSyntax | None,
     tools: Mapping[str, JSONSchema],
     *,
     name: str | None = None,
     reasoning: ReasoningSyntax | None = None,
+    answer: JSONSchema | None = None,
     max_whitespace: int | None = 16,
 ) -> dict[str, Any]:
     """An xgrammar structural tag (for vLLM's ``structured_outputs.structural_tag``) that
     admits optional reasoning, then a section of calls to ``tools`` (name -> JSON schema of
     the arguments): exactly one call of ``name`` when given, otherwise one or more calls.
 
-    ``max_whitespace`` bounds runs of whitespace inside arguments, so that a weak model cannot
-    spend its whole budget on indentation.
+    ``answer`` (the JSON schema of a typed final answer) adds a second way to finish: after
+    the reasoning, either the section of calls or one JSON value matching ``answer``, and
+    nothing after either. Without tools (or without a tool ``syntax``) only the answer is
+    admitted. A named tool forces a call, so it takes no ``answer``.
+
+    ``max_whitespace`` bounds runs of whitespace inside arguments and the answer, so that a
+    weak model cannot spend its whole budget on indentation.
     """
-    if not tools:
+    if name is not None and answer is not None:
+        raise ConfigurationError("a named tool call leaves no room for a typed answer")
+    if answer is None and (syntax is None or not tools):
         raise ConfigurationError("a required tool call needs at least one tool")
     if name is not None and name not in tools:
         raise ConfigurationError(f"tool_choice names {name!r}, which is not one of the tools")
-    shape = call_shape(syntax)
+    alternatives: list[list[Format]] = []
+    if syntax is not None and tools:
+        alternatives.append(_section(call_shape(syntax), tools, name, max_whitespace))
+    if answer is not None:
+        alternatives.append([_json(answer, "json", max_whitespace)])
+    if len(alternatives) == 1:
+        body = alternatives[0]
+    else:
+        options = [
+            {"type": "sequence", "elements": a} if len(a) > 1 else a[0] for a in alternatives
+        ]
+        body = [{"type": "or", "elements": options}]
+    elements = [*_reasoning(reasoning), *body]
+    return {"type": "structural_tag", "format": {"type": "sequence", "elements": elements}}
+
+
+def _section(
+    shape: CallShape,
+    tools: Mapping[str, JSONSchema],
+    name: str | None,
+    max_whitespace: int | None,
+) -> list[Format]:
+    """One section of calls: exactly one call of ``name``, or one or more of ``tools``."""
     if name is not None:
         calls: Format = _call(shape, name, tools[name], max_whitespace)
     else:
@@ -194,19 +230,18 @@ def tool_call_constraint(
             "at_least_one": True,
             "stop_after_first": False,
         }
-    elements = [*_reasoning(reasoning), *_const(shape.section_begin), calls]
-    elements += _const(shape.section_end)
-    return {"type": "structural_tag", "format": {"type": "sequence", "elements": elements}}
+    return [*_const(shape.section_begin), calls, *_const(shape.section_end)]
+
+
+def _json(schema: JSONSchema, style: ArgumentStyle, max_whitespace: int | None) -> Format:
+    node: Format = {"type": "json_schema", "json_schema": dict(schema), "style": style}
+    if max_whitespace is not None:
+        node["max_whitespace_cnt"] = max_whitespace
+    return node
 
 
 def _call(shape: CallShape, name: str, schema: JSONSchema, max_whitespace: int | None) -> Format:
-    arguments: Format = {
-        "type": "json_schema",
-        "json_schema": _object_schema(schema),
-        "style": shape.style,
-    }
-    if max_whitespace is not None:
-        arguments["max_whitespace_cnt"] = max_whitespace
+    arguments = _json(_object_schema(schema), shape.style, max_whitespace)
     content = arguments
     if shape.indexed:
         content = {
