@@ -76,6 +76,8 @@ async def main() -> None:
     print(f"Turns: {len(result.usage.turns)}, answers corrected: {len(retries)}")
     for message in retries:
         print(f"  the model was told: {message.text.splitlines()[1]}")
+    if forecast != Forecast(city="Lisbon", celsius=23.0, sky="rain", take_umbrella=True):
+        raise SystemExit(f"unexpected forecast: {forecast!r}")
 
 
 if __name__ == "__main__":
