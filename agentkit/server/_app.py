@@ -2,9 +2,9 @@
 
 Endpoints: ``POST /v1/messages`` (streaming and not), ``POST /v1/messages/count_tokens``,
 ``GET /v1/models``, ``GET /v1/models/{id}`` (ids may contain slashes), ``HEAD``/``GET /``
-(health), ``POST /v1/tokenize``, ``POST /v1/detokenize``. Query strings (``?beta=true``) are
-ignored. Errors have the API's JSON shape and status codes. The adapters translate; the
-runtime renders, generates and parses.
+(health), ``POST /v1/tokenize``, ``POST /v1/detokenize``, ``GET /v1/stats`` (the counters of
+:mod:`._stats`). Query strings (``?beta=true``) are ignored. Errors have the API's JSON shape
+and status codes. The adapters translate; the runtime renders, generates and parses.
 """
 
 from __future__ import annotations
@@ -49,9 +49,9 @@ from agentkit.server._context import (
     ServerContext,
     agent_hints,
 )
+from agentkit.server._lifecycle import TurnWatch, client_gone
 from agentkit.server._runtime import ModelTurn, ServerRuntime, TurnSpec, first_event
 from agentkit.server._signing import ThinkingSigner
-from agentkit.server._sse import EventStreamResponse
 
 __all__ = ["RouteFactory", "ServerConfig", "create_app"]
 
@@ -148,6 +148,11 @@ def create_app(
             return Response(status_code=200)
         return JSONResponse({"status": "ok", "model": config.model_name})
 
+    async def stats(request: Request) -> Response:
+        """The server's counters (disconnects, aborts, stream failures) and requests in
+        flight: what clients that leave, stall or fail have cost."""
+        return JSONResponse(context.stats.snapshot(in_flight=context.in_flight))
+
     model_entry = context.model_entry
 
     async def list_models(request: Request) -> Response:
@@ -209,9 +214,10 @@ def create_app(
         try:
             message_id = new_message_id()
             turn = runtime.start(spec(converted, parsed), request_id=message_id)
+            watch = TurnWatch(context, turn, release)
             if not parsed.stream:
                 try:
-                    return await _complete(turn, message_id, parsed.model, signer)
+                    return await _complete(turn, watch, request, message_id, parsed.model, signer)
                 finally:
                     release()
             events = turn.events()
@@ -230,36 +236,20 @@ def create_app(
         )
 
         async def body() -> AsyncGenerator[bytes, None]:
-            try:
-                yield stream.start(turn.prompt_tokens or 0, turn.cached_prompt_tokens)
-                calls = 0
-                if first is not None:
-                    calls += isinstance(first, ToolCallComplete)
-                    yield stream.event(first)
-                    try:
-                        async for event in events:
-                            calls += isinstance(event, ToolCallComplete)
-                            yield stream.event(event)
-                    except EngineOverloaded as error:
-                        yield stream.error("overloaded_error", str(error))
-                        return
-                    except EngineError as error:
-                        yield stream.error("api_error", str(error))
-                        return
-                reason = stop_reason(turn.finish_reason, calls > 0, turn.stop_sequence)
-                yield stream.finish(
-                    reason, turn.usage.output_tokens, stop_sequence=turn.stop_sequence
-                )
-            finally:
-                await events.aclose()
-                release()
+            yield stream.start(turn.prompt_tokens or 0, turn.cached_prompt_tokens)
+            calls = 0
+            if first is not None:
+                calls += isinstance(first, ToolCallComplete)
+                yield stream.event(first)
+                async for event in events:
+                    calls += isinstance(event, ToolCallComplete)
+                    yield stream.event(event)
+            reason = stop_reason(turn.finish_reason, calls > 0, turn.stop_sequence)
+            yield stream.finish(reason, turn.usage.output_tokens, stop_sequence=turn.stop_sequence)
 
-        async def cleanup() -> None:
-            await events.aclose()
-            release()
-
-        return EventStreamResponse(  # type: ignore[return-value]
-            body(), ping=stream.ping, ping_interval=config.ping_interval, cleanup=cleanup
+        # A failure from here on ends the stream with an `error` event (TurnWatch).
+        return watch.stream(  # type: ignore[return-value]
+            body(), events, fail=stream.error, ping=stream.ping
         )
 
     async def not_found(request: Request, exc: Exception) -> Response:
@@ -274,6 +264,7 @@ def create_app(
         *(route for factory in adapters for route in factory(context)),
         Route("/", endpoint(health, public=True), methods=["GET", "HEAD"]),
         Route("/health", endpoint(health, public=True), methods=["GET", "HEAD"]),
+        Route("/v1/stats", endpoint(stats), methods=["GET"]),
         Route("/v1/models", endpoint(list_models), methods=["GET"]),
         Route("/v1/models/{model_id:path}", endpoint(get_model), methods=["GET"]),
         Route("/v1/messages", endpoint(messages), methods=["POST"]),
@@ -287,11 +278,20 @@ def create_app(
 
 
 async def _complete(
-    turn: ModelTurn, message_id: str, model: str, signer: ThinkingSigner
+    turn: ModelTurn,
+    watch: TurnWatch,
+    request: Request,
+    message_id: str,
+    model: str,
+    signer: ThinkingSigner,
 ) -> Response:
-    async with aclosing(turn.events()) as events:
-        async for _ in events:
-            pass
+    async def generate() -> None:
+        async with aclosing(turn.events()) as events:
+            async for _ in events:
+                pass
+
+    if not await watch.complete(request.receive, generate):
+        return client_gone()
     message = turn.message
     assert message is not None
     reason = stop_reason(turn.finish_reason, bool(message.tool_calls), turn.stop_sequence)

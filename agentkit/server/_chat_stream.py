@@ -162,6 +162,11 @@ class ChatStream:
     def error(self, kind: str, message: str) -> bytes:
         return f"data: {_dumps(error_body(kind, message))}\n\n".encode()
 
+    def fail(self, kind: str, message: str) -> bytes:
+        """What ends a stream that failed after it began: the error chunk, then ``[DONE]``
+        (the SDKs raise on the first; clients that wait for the second stop there too)."""
+        return self.error(kind, message) + self.done()
+
     def message(self) -> dict[str, Any]:
         """The assistant message the chunks so far add up to."""
         message: dict[str, Any] = {

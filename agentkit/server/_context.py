@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from starlette.requests import Request
 
 from agentkit.server._runtime import ServerRuntime
+from agentkit.server._stats import ServerStats
 from agentkit.side_queries import AgentHints
 
 __all__ = ["ERROR_STATUS", "ApiError", "ServerConfig", "ServerContext", "agent_hints"]
@@ -53,6 +54,12 @@ class ServerConfig:
     streaming_tool_dispatch: bool = False
     """OpenAI Chat Completions: send ``tool_call_dispatch`` events to every streaming client
     (otherwise only to those asking with ``x-agentkit-dispatch: 1``)."""
+    stall_timeout: float | None = 60.0
+    """Streaming: seconds one write may wait for a client that reads nothing before the
+    client is dropped and its request aborted (``None``: no limit)."""
+    stream_queue_bytes: int = 64 * 1024
+    """Streaming: how far generation may run ahead of a client's reading, in bytes of
+    frames; beyond it, generation waits for the client."""
 
 
 def agent_hints(body: object) -> AgentHints | None:
@@ -94,6 +101,8 @@ class ServerContext:
     config: ServerConfig
     created: int = field(default_factory=lambda: int(time.time()))
     in_flight: int = 0
+    stats: ServerStats = field(default_factory=ServerStats)
+    """Disconnects, aborts and stream failures, counted by every adapter."""
 
     def authorize(self, request: Request) -> None:
         """:class:`ApiError` ``authentication_error`` unless the request carries the key."""

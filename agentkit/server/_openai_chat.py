@@ -34,8 +34,8 @@ from agentkit.server._chat_stream import (
     usage_json,
 )
 from agentkit.server._context import ApiError, ServerContext
+from agentkit.server._lifecycle import TurnWatch, client_gone
 from agentkit.server._runtime import ModelTurn, first_event
-from agentkit.server._sse import EventStreamResponse
 
 __all__ = [
     "ChatRequest",
@@ -109,9 +109,10 @@ def chat_routes(context: ServerContext) -> list[Route]:
                 reasoning_field=config.reasoning_field,
                 dispatch=dispatch and bool(parsed.stream),
             )
+            watch = TurnWatch(context, turn, release)
             if not parsed.stream:
                 try:
-                    return await complete(turn, stream)
+                    return await complete(turn, stream, watch, request)
                 finally:
                     release()
             events = turn.events()
@@ -122,38 +123,34 @@ def chat_routes(context: ServerContext) -> list[Route]:
         include_usage = bool((parsed.stream_options or {}).get("include_usage"))
 
         async def body() -> AsyncGenerator[bytes, None]:
-            try:
-                yield stream.start()
-                if first is not None:
-                    yield stream.event(first)
-                    try:
-                        async for event in events:
-                            yield stream.event(event)
-                    except EngineOverloaded as error:
-                        yield stream.error("overloaded_error", str(error))
-                        return
-                    except EngineError as error:
-                        yield stream.error("api_error", str(error))
-                        return
-                remember(turn)
-                yield stream.finish(finish_reason(turn.finish_reason, bool(stream.calls)))
-                if include_usage:
-                    yield stream.usage(
-                        turn.prompt_tokens or 0, turn.usage.output_tokens, turn.cached_prompt_tokens
-                    )
-                yield stream.done()
-            finally:
-                await events.aclose()
-                release()
+            yield stream.start()
+            if first is not None:
+                yield stream.event(first)
+                async for event in events:
+                    yield stream.event(event)
+            remember(turn)
+            yield stream.finish(finish_reason(turn.finish_reason, bool(stream.calls)))
+            if include_usage:
+                yield stream.usage(
+                    turn.prompt_tokens or 0, turn.usage.output_tokens, turn.cached_prompt_tokens
+                )
+            yield stream.done()
 
-        return EventStreamResponse(  # type: ignore[return-value]
-            body(), ping=stream.ping, ping_interval=config.ping_interval
+        # A failure from here on ends the stream with an error chunk and [DONE] (TurnWatch).
+        return watch.stream(  # type: ignore[return-value]
+            body(), events, fail=stream.fail, ping=stream.ping
         )
 
-    async def complete(turn: ModelTurn, stream: ChatStream) -> Response:
-        async with aclosing(turn.events()) as events:
-            async for _ in events:
-                pass
+    async def complete(
+        turn: ModelTurn, stream: ChatStream, watch: TurnWatch, request: Request
+    ) -> Response:
+        async def generate() -> None:
+            async with aclosing(turn.events()) as events:
+                async for _ in events:
+                    pass
+
+        if not await watch.complete(request.receive, generate):
+            return client_gone()
         assert turn.message is not None
         remember(turn)
         replay(stream, turn.message)

@@ -13,8 +13,9 @@ block's raw output and the turn's token ids). A client that sends the item back 
 message, that message replaces them: the next prompt extends the previous prompt and output
 token for token, across restarts. Otherwise the server's turn store is tried, then the turn
 is rendered from the items (a logged cache break). Encrypted content that is not this
-server's (tampered, or sealed under another key) is a 400 saying so, or, with
-``unverifiable_reasoning="ignore"``, is ignored (the summary text stands in).
+server's (tampered, sealed under another key, or for another served model or profile) is
+a 400 saying so, or, with ``unverifiable_reasoning="ignore"``, is ignored (the summary text
+stands in).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from agentkit.errors import (
 )
 from agentkit.events import ToolCallComplete
 from agentkit.server._context import ApiError, ServerContext, agent_hints
+from agentkit.server._lifecycle import TurnWatch, client_gone
 from agentkit.server._responses_request import (
     SEAL_PURPOSE,
     InputConverter,
@@ -53,7 +55,6 @@ from agentkit.server._responses_request import (
 from agentkit.server._responses_stream import ResponseStream, new_id
 from agentkit.server._runtime import ServerRuntime, TurnSpec, first_event
 from agentkit.server._sealing import Sealer
-from agentkit.server._sse import EventStreamResponse
 from agentkit.transcript import Message
 
 __all__ = ["ResponsesRequest", "responses_routes", "responses_routes_factory"]
@@ -105,7 +106,10 @@ class _Adapter:
     ) -> None:
         self.context = context
         self.runtime: ServerRuntime = context.runtime
-        self.sealer = sealer
+        # Sealed turns carry token ids, meaningful only to the model that produced them: the
+        # keys are bound to the served model and profile, so another model's are foreign.
+        served = [context.config.model_name, self.runtime.profile.name]
+        self.sealer = sealer.bound(json.dumps(served))
         self.unverifiable = unverifiable
         self.warned: set[str] = set()
 
@@ -193,13 +197,19 @@ class _Adapter:
         try:
             turn = self.runtime.start(spec, request_id=response_id)
             events = turn.events()
+            watch = TurnWatch(self.context, turn, release)
             if not parsed.stream:
                 try:
-                    async with aclosing(events):
-                        async for event in events:
-                            stream.event(event)
-                            if single_call and isinstance(event, ToolCallComplete):
-                                break
+
+                    async def generate() -> None:
+                        async with aclosing(events):
+                            async for event in events:
+                                stream.event(event)
+                                if single_call and isinstance(event, ToolCallComplete):
+                                    break
+
+                    if not await watch.complete(request.receive, generate):
+                        return client_gone()
                     stream.finish(turn)
                     return JSONResponse(stream.response)
                 finally:
@@ -210,28 +220,24 @@ class _Adapter:
             raise
 
         async def chunks() -> AsyncGenerator[bytes, None]:
-            try:
-                yield stream.start()
-                if first is not None:
-                    yield stream.event(first)
-                    done = single_call and isinstance(first, ToolCallComplete)
-                    try:
-                        while not done:
-                            event = await anext(events, None)
-                            if event is None:
-                                break
-                            yield stream.event(event)
-                            done = single_call and isinstance(event, ToolCallComplete)
-                    except EngineError as error:
-                        yield stream.fail(str(error))
-                        return
-                yield stream.finish(turn)
-            finally:
-                await events.aclose()
-                release()
+            yield stream.start()
+            if first is not None:
+                yield stream.event(first)
+                done = single_call and isinstance(first, ToolCallComplete)
+                while not done:
+                    event = await anext(events, None)
+                    if event is None:
+                        break
+                    yield stream.event(event)
+                    done = single_call and isinstance(event, ToolCallComplete)
+            yield stream.finish(turn)
 
-        return EventStreamResponse(  # type: ignore[return-value]
-            chunks(), ping=lambda: b": ping\n\n", ping_interval=self.context.config.ping_interval
+        # A failure from here on ends the stream with `response.failed` (TurnWatch).
+        return watch.stream(  # type: ignore[return-value]
+            chunks(),
+            events,
+            fail=lambda kind, message: stream.fail(message),
+            ping=lambda: b": ping\n\n",
         )
 
     def _sealing(self, response_id: str) -> Callable[[int, str, Message | None], str]:

@@ -21,6 +21,12 @@ their keys from one master key, so either opens what the other sealed as long as
 implementation is present. The key id (an HMAC of the master key) tells "sealed under another
 key" (:attr:`SealError.reason` ``"foreign"``) apart from "altered" (``"tampered"``).
 
+A sealer may be **bound** to a context (:meth:`Sealer.bound`; the server binds the served
+model's name and profile): its keys, key id included, are derived from the master key and the
+context, so what one context sealed is foreign to every other. Two servers sharing a machine's
+default key but serving different models thus cannot open, and splice into their prompts,
+each other's token ids.
+
 The master key comes from, in order: the ``key`` argument, the ``AGENTKIT_SEALING_KEY``
 environment variable (its UTF-8 bytes, at least 16), or a 32-byte random key persisted in
 ``$AGENTKIT_CACHE_DIR/sealing.key`` (default ``~/.cache/agentkit/sealing.key``), created once
@@ -143,9 +149,14 @@ class Sealer:
     """
 
     def __init__(
-        self, key: bytes | None = None, *, scheme: Literal["auto", "aes-gcm", "hmac"] = "auto"
+        self,
+        key: bytes | None = None,
+        *,
+        scheme: Literal["auto", "aes-gcm", "hmac"] = "auto",
+        context: str = "",
     ) -> None:
         self._master = load_sealing_key(key) if key is not None else None
+        self._context = context
         if scheme == "auto":
             self._scheme = _AES_GCM if _aesgcm_class() is not None else _HMAC_CTR
         elif scheme == "aes-gcm":
@@ -165,12 +176,25 @@ class Sealer:
     def scheme(self) -> str:
         return "aes-gcm" if self._scheme == _AES_GCM else "hmac"
 
+    def bound(self, context: str) -> Sealer:
+        """A sealer under the same master key and scheme whose keys are derived for
+        ``context`` as well (appended to this sealer's own): it opens only what a sealer bound
+        to the same context sealed; anything else is ``"foreign"``."""
+        if not context:
+            return self
+        combined = f"{self._context}\0{context}" if self._context else context
+        scheme: Literal["aes-gcm", "hmac"] = "aes-gcm" if self._scheme == _AES_GCM else "hmac"
+        return Sealer(self._master, scheme=scheme, context=combined)
+
     def _derive(self, label: bytes) -> bytes:
         derived = self._keys.get(label)
         if derived is None:
             if self._master is None:
                 self._master = load_sealing_key()
-            derived = hmac.new(self._master, b"agentkit-sealing\0" + label, "sha256").digest()
+            info = b"agentkit-sealing\0" + label
+            if self._context:
+                info += b"\0" + self._context.encode("utf-8", "surrogatepass")
+            derived = hmac.new(self._master, info, "sha256").digest()
             self._keys[label] = derived
         return derived
 
@@ -204,7 +228,10 @@ class Sealer:
         header, body = data[:split], data[split:]
         key_id = header[1 : 1 + _KEY_ID_BYTES]
         if not hmac.compare_digest(key_id, self._derive(b"key-id")[:_KEY_ID_BYTES]):
-            raise SealError("foreign", "the encrypted content was sealed under another key")
+            raise SealError(
+                "foreign",
+                "the encrypted content was sealed under another key, or for another model",
+            )
         nonce = header[1 + _KEY_ID_BYTES :]
         if scheme == _AES_GCM:
             aesgcm = _aesgcm_class()

@@ -15,14 +15,16 @@ float equals the integer: JavaScript writes ``1.0`` as ``1``). Anything else tha
 (an edited word, a changed argument, a block more or less) is a miss, and the turn is
 rendered canonically from what the client sent.
 
-Not thread-safe: the server runs on one event loop, and no call here awaits, so each call is
-atomic with respect to the others. Guard it with a lock before sharing it across threads.
+Thread-safe: requests are converted (and turns restored) on worker threads while finished
+turns are remembered on the event loop, so each call holds the store's lock; none waits on
+anything else while holding it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
@@ -52,6 +54,7 @@ class TurnStore:
             raise ValueError(f"max_turns must be at least 1, not {max_turns}")
         self._max = max_turns
         self._turns: OrderedDict[str, Message] = OrderedDict()
+        self._lock = threading.Lock()
 
     def remember(self, message: Message) -> None:
         """Keep ``message``, an assistant message generated here (its blocks carrying ``raw``,
@@ -62,20 +65,23 @@ class TurnStore:
         if message.role != "assistant":
             raise ValueError(f"only assistant messages are remembered, not {message.role!r}")
         key = visible_key(message.content)
-        self._turns[key] = message
-        self._turns.move_to_end(key)
-        while len(self._turns) > self._max:
-            self._turns.popitem(last=False)
+        with self._lock:
+            self._turns[key] = message
+            self._turns.move_to_end(key)
+            while len(self._turns) > self._max:
+                self._turns.popitem(last=False)
 
     def restore(self, blocks: Sequence[ContentBlock]) -> Message | None:
         """A copy of the stored message whose visible content equals ``blocks``, or ``None``.
 
         Costs time proportional to the size of ``blocks``, whatever the size of the store."""
         key = visible_key(blocks)
-        message = self._turns.get(key)
-        if message is None:
-            return None
-        self._turns.move_to_end(key)
+        with self._lock:
+            message = self._turns.get(key)
+            if message is None:
+                return None
+            self._turns.move_to_end(key)
+        # Stored messages are never changed (the store owns them): copying needs no lock.
         return message.model_copy(deep=True)
 
     def __len__(self) -> int:

@@ -1,0 +1,182 @@
+"""One model turn's response, whatever the client does: the guard every adapter puts around it.
+
+The three wire formats differ in their frames, not in what can go wrong after a request is
+accepted, so one :class:`TurnWatch` handles it for all of them:
+
+* **The client leaves.** Streaming or not, the connection is watched while the model
+  generates; a disconnect cancels the generation, which closes the engine stream and aborts
+  the request, so no work outlives its client and its slot is released at once.
+* **The client stops reading** (streaming): generation waits for it behind a bounded queue,
+  and a client that reads nothing past the stall deadline is dropped and its request aborted
+  (:class:`~agentkit.server._sse.EventStreamResponse`).
+* **The server shuts down**: a request it cancels is aborted the same way.
+* **The turn fails after the 200**: the stream ends with the wire format's own error frames
+  (given by the adapter as ``fail(kind, message)``), never as if it were complete.
+
+Every early end is counted in :class:`~agentkit.server._stats.ServerStats`; one that threw
+generated tokens away is logged at WARNING, with how many.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import AsyncGenerator, Awaitable, Callable
+
+import anyio
+from starlette.responses import Response
+from starlette.types import Receive
+
+from agentkit._logging import get_logger
+from agentkit.errors import (
+    AgentkitError,
+    ConfigurationError,
+    ContextWindowExceeded,
+    EngineError,
+    EngineOverloaded,
+)
+from agentkit.events import ParseEvent
+from agentkit.server._context import ApiError, ServerContext
+from agentkit.server._runtime import ModelTurn
+from agentkit.server._sse import EventStreamResponse
+from agentkit.server._stats import AbortReason
+
+__all__ = ["TurnWatch", "client_gone", "failure"]
+
+_log = get_logger("agentkit.server")
+
+
+def failure(error: Exception) -> tuple[str, str]:
+    """The error kind (see :data:`~agentkit.server._context.ERROR_STATUS`) and message a
+    client is told for ``error``. A failure agentkit did not foresee is named by its type
+    only: its message may hold what a client should not see (paths, internals)."""
+    if isinstance(error, ApiError):
+        return error.kind, error.message
+    if isinstance(error, EngineOverloaded):
+        return "overloaded_error", str(error)
+    if isinstance(error, ContextWindowExceeded | ConfigurationError):
+        return "invalid_request_error", str(error)
+    if isinstance(error, EngineError):
+        return "api_error", str(error)
+    return "api_error", f"internal server error ({type(error).__name__}); the response ended early"
+
+
+class TurnWatch:
+    """Guards one accepted request's turn until its response is complete.
+
+    Args:
+        context: the server's context (its settings and counters).
+        turn: the turn being answered.
+        release: releases the request's slot (idempotent); called when the turn is over.
+    """
+
+    def __init__(
+        self, context: ServerContext, turn: ModelTurn, release: Callable[[], None]
+    ) -> None:
+        self._context = context
+        self._turn = turn
+        self._release = release
+        self._ended = False
+
+    def ended_early(self, reason: AbortReason) -> None:
+        """Count (and log) a response that ended before it was complete (once)."""
+        if self._ended:
+            return
+        self._ended = True
+        stats = self._context.stats
+        stats.count_early_end(reason)
+        turn = self._turn
+        request_id = turn.request.request_id
+        if turn.message is not None:  # generation had finished; only the delivery was cut
+            _log.info("response ended early", reason=reason, request_id=request_id)
+            return
+        tokens = len(turn.token_ids) or turn.usage.output_tokens
+        stats.count_abort(tokens)
+        log = _log.warning if tokens else _log.info
+        log("request aborted", reason=reason, request_id=request_id, output_tokens=tokens)
+
+    async def complete(self, receive: Receive, work: Callable[[], Awaitable[None]]) -> bool:
+        """Run ``work`` (a non-streaming turn's generation) while watching the connection:
+        ``False`` if the client left first (``work`` is then cancelled, which aborts the
+        request). Exceptions from ``work`` propagate unchanged."""
+        left = False
+        error: BaseException | None = None
+        try:
+            async with anyio.create_task_group() as group:
+
+                async def watch() -> None:
+                    nonlocal left
+                    while (await receive())["type"] != "http.disconnect":
+                        pass
+                    left = True
+                    group.cancel_scope.cancel()
+
+                group.start_soon(watch)
+                try:
+                    await work()
+                except Exception as raised:
+                    error = raised
+                except anyio.get_cancelled_exc_class():
+                    if not left:  # noted at once: a server shutting down exits soon after
+                        self.ended_early("cancelled")
+                    raise
+                group.cancel_scope.cancel()
+        except anyio.get_cancelled_exc_class():
+            self.ended_early("cancelled")
+            raise
+        if error is not None:
+            raise error
+        if left:
+            self.ended_early("disconnect")
+        return not left
+
+    def stream(
+        self,
+        frames: AsyncGenerator[bytes, None],
+        events: AsyncGenerator[ParseEvent, None],
+        *,
+        fail: Callable[[str, str], bytes],
+        ping: Callable[[], bytes],
+    ) -> EventStreamResponse:
+        """The streaming response writing ``frames`` (the adapter's, which read ``events``);
+        ``fail(kind, message)`` gives the frames that end the stream after a failure. When it
+        ends, however it ends, ``events`` is closed and the slot released."""
+        config = self._context.config
+        stats = self._context.stats
+        request_id = self._turn.request.request_id
+
+        def failed(error: Exception) -> bytes:
+            stats.stream_failures += 1
+            kind, message = failure(error)
+            if isinstance(error, AgentkitError | ApiError):
+                _log.warning("the stream failed", request_id=request_id, kind=kind, error=message)
+            else:
+                _log.error(
+                    "the stream failed unexpectedly",
+                    request_id=request_id,
+                    error=repr(error),
+                    traceback="".join(traceback.format_exception(error)),
+                )
+            return fail(kind, message)
+
+        async def cleanup() -> None:
+            try:
+                await events.aclose()
+            finally:
+                self._release()
+
+        return EventStreamResponse(
+            frames,
+            ping=ping,
+            ping_interval=config.ping_interval,
+            fail=failed,
+            on_abort=self.ended_early,
+            cleanup=cleanup,
+            queue_bytes=config.stream_queue_bytes,
+            stall_timeout=config.stall_timeout,
+        )
+
+
+def client_gone() -> Response:
+    """The answer to a non-streaming request whose client left: nobody reads it. 499 is the
+    status proxies log for a client that closed its request."""
+    return Response(status_code=499)
