@@ -50,7 +50,7 @@ from agentkit.server._context import (
     agent_hints,
 )
 from agentkit.server._lifecycle import TurnWatch, client_gone
-from agentkit.server._runtime import ModelTurn, ServerRuntime, TurnSpec, first_event
+from agentkit.server._runtime import ModelTurn, ServerRuntime, TurnSpec
 from agentkit.server._signing import ThinkingSigner
 
 __all__ = ["RouteFactory", "ServerConfig", "create_app"]
@@ -221,7 +221,10 @@ def create_app(
                 finally:
                     release()
             events = turn.events()
-            first = await first_event(events)
+            present, first = await watch.first_event(request.receive, events)
+            if not present:  # the client left while its prompt was queued or prefilled
+                release()
+                return client_gone()
         except BaseException:
             release()
             raise

@@ -36,7 +36,7 @@ from agentkit.errors import (
 )
 from agentkit.events import ParseEvent
 from agentkit.server._context import ApiError, ServerContext
-from agentkit.server._runtime import ModelTurn
+from agentkit.server._runtime import ModelTurn, first_event
 from agentkit.server._sse import EventStreamResponse
 from agentkit.server._stats import AbortReason
 
@@ -128,6 +128,23 @@ class TurnWatch:
         if left:
             self.ended_early("disconnect")
         return not left
+
+    async def first_event(
+        self, receive: Receive, events: AsyncGenerator[ParseEvent, None]
+    ) -> tuple[bool, ParseEvent | None]:
+        """Wait for a streamed turn's first event (see :func:`first_event`) while watching
+        the connection: ``(False, None)`` if the client left first (the request is then
+        aborted: its prompt may be waiting behind others, or long to prefill)."""
+        first: ParseEvent | None = None
+
+        async def begin() -> None:
+            nonlocal first
+            first = await first_event(events)
+
+        present = await self.complete(receive, begin)
+        if not present:
+            await events.aclose()
+        return present, first
 
     def stream(
         self,

@@ -35,7 +35,7 @@ from agentkit.server._chat_stream import (
 )
 from agentkit.server._context import ApiError, ServerContext
 from agentkit.server._lifecycle import TurnWatch, client_gone
-from agentkit.server._runtime import ModelTurn, first_event
+from agentkit.server._runtime import ModelTurn
 
 __all__ = [
     "ChatRequest",
@@ -116,7 +116,10 @@ def chat_routes(context: ServerContext) -> list[Route]:
                 finally:
                     release()
             events = turn.events()
-            first = await first_event(events)
+            present, first = await watch.first_event(request.receive, events)
+            if not present:  # the client left while its prompt was queued or prefilled
+                release()
+                return client_gone()
         except BaseException:
             release()
             raise

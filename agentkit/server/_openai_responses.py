@@ -53,7 +53,7 @@ from agentkit.server._responses_request import (
     tool_choice,
 )
 from agentkit.server._responses_stream import ResponseStream, new_id
-from agentkit.server._runtime import ServerRuntime, TurnSpec, first_event
+from agentkit.server._runtime import ServerRuntime, TurnSpec
 from agentkit.server._sealing import Sealer
 from agentkit.transcript import Message
 
@@ -214,7 +214,10 @@ class _Adapter:
                     return JSONResponse(stream.response)
                 finally:
                     release()
-            first = await first_event(events)
+            present, first = await watch.first_event(request.receive, events)
+            if not present:  # the client left while its prompt was queued or prefilled
+                release()
+                return client_gone()
         except BaseException:
             release()
             raise

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable
 
+import anyio
 import httpx
 import pytest
 from _harness import running
 from _serving import API_NAMES, HEADERS, PATHS, Counting, body, build
+
+from agentkit.engine import GenerationChunk, GenerationRequest
 
 LONG = "word " * 4000
 """20,000 tokens (the scripted tokenizer's tokens are characters): minutes at the delay below,
@@ -98,3 +101,29 @@ def test_a_client_that_waits_gets_its_answer_and_nothing_is_counted() -> None:
 def test_stats_need_the_api_key() -> None:
     with running(build(Counting([]))) as url:
         assert httpx.get(url + "/v1/stats").status_code == 401
+
+
+class SlowPrefill(Counting):
+    """A prompt that takes forever to prefill (or a request queued behind others): no token
+    comes until the request is aborted."""
+
+    async def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationChunk, None]:
+        try:
+            await anyio.sleep(3600)
+        finally:
+            self.aborted += 1
+        yield GenerationChunk(text="never")  # pragma: no cover - the sleep is cancelled
+
+
+@pytest.mark.parametrize("api", API_NAMES)
+def test_a_streaming_client_that_leaves_before_the_first_token_aborts_it(api: str) -> None:
+    engine = SlowPrefill([])
+    with running(build(engine)) as url:
+        timeout = httpx.Timeout(10, read=0.3)
+        http = httpx.Client(base_url=url, headers=HEADERS, timeout=timeout)
+        with http, pytest.raises(httpx.ReadTimeout):
+            http.post(PATHS[api], json=body(api, stream=True))
+        assert eventually(lambda: engine.aborted == 1), "the request waited on"
+        assert eventually(lambda: stats(url)["in_flight"] == 0)
+        counted = stats(url)
+    assert (counted["disconnects"], counted["aborted"]) == (1, 1)
