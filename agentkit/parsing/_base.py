@@ -131,12 +131,19 @@ class SectionStep:
     section ended inside it). When ``done`` is true the section is over and the characters
     after ``consumed`` go back to the driver; ``tail_raw`` is what the section consumed after
     its last ``CallEnd`` (a section end marker, whitespace), owned by the last call.
+
+    ``unread`` (with ``done``, and ``consumed == 0``) is text of *earlier* feeds that the
+    section held without consuming and now hands back ahead of the new text: a section that
+    reads a bounded name may only learn, a few feeds later, that it is malformed and that
+    its section already ended inside the text it held. Parsing that text again keeps the
+    result the same for every split of the output.
     """
 
     events: list[SectionEvent] = field(default_factory=list)
     consumed: int = 0
     done: bool = False
     tail_raw: str = ""
+    unread: str = ""
 
 
 class ToolSection(ABC):

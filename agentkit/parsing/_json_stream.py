@@ -29,6 +29,8 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentkit.parsing._nesting import loads
+
 __all__ = ["JsonObjectScanner", "JsonObjectStream", "MemberText", "ScanStep"]
 
 _STRING_SPECIAL = re.compile(r'["\\\x00-\x1f]')
@@ -296,7 +298,7 @@ class JsonObjectStream:
     def value(self) -> tuple[dict[str, Any], str | None]:
         """The complete object, or an error."""
         try:
-            value = json.loads("".join(self._parts), strict=False)
+            value = loads("".join(self._parts))
         except json.JSONDecodeError as exc:
             return {}, f"invalid JSON arguments: {exc.msg} (line {exc.lineno}, column {exc.colno})"
         return value, None

@@ -152,7 +152,10 @@ class MarkerStreamParser(TurnParser):
         found: dict[str, int] = {}  # marker -> next position in buf (-1: none), for O(n)
         while pos < n:
             if self._mode == "tool":
-                pos = self._feed_section(buf, pos, out)
+                pos, unread = self._feed_section(buf, pos, out)
+                if unread:  # the section handed back text it held: parse it again
+                    buf, pos, n = unread + buf[pos:], 0, len(unread) + n - pos
+                    found.clear()
                 continue
             if self._leading and self._mode == "text":
                 pos, hold = self._scan_leading(buf, pos, out)
@@ -308,7 +311,9 @@ class MarkerStreamParser(TurnParser):
         self._section_last = None
         self._mode = "tool"
 
-    def _feed_section(self, buf: str, pos: int, out: list[ParseEvent]) -> int:
+    def _feed_section(self, buf: str, pos: int, out: list[ParseEvent]) -> tuple[int, str]:
+        """Feed ``buf[pos:]`` to the open section; return where parsing goes on in ``buf``
+        and the held text the section handed back, to parse before it."""
         assert self._section is not None
         text = buf[pos:] if pos else buf
         step = self._section.feed(text)
@@ -319,11 +324,11 @@ class MarkerStreamParser(TurnParser):
                     f"{len(text)} characters without ending its section"
                 )
             self._apply(step, out, done=False)
-            return len(buf)
+            return len(buf), ""
         if not self._reject(step, out):
             self._apply(step, out, done=True)
         self._end_section()
-        return pos + step.consumed
+        return pos + step.consumed, step.unread
 
     def _reject(self, step: SectionStep, out: list[ParseEvent]) -> bool:
         """A leading-marker section that found no tool call: its bytes become text."""

@@ -275,7 +275,7 @@ def drive_section(
         owned.extend(e.raw for e in step.events if isinstance(e, CallEnd))
         if step.done:
             owned.append(step.tail_raw)
-            rest = chunk[step.consumed :] + "".join(chunks[i + 1 :])
+            rest = step.unread + chunk[step.consumed :] + "".join(chunks[i + 1 :])
             return _join_arguments(events), "".join(owned), rest
         assert step.consumed == len(chunk)
     step = section.finish()

@@ -4,6 +4,10 @@
 needs more text yields, and the next ``feed`` resumes it. Each delta then costs time
 proportional to its length (only a possible partial tag, or a short name still being read, is
 ever held), and the grammar says what the format is rather than which state a stream is in.
+A held name may turn out, feeds later, to be malformed, and the grammar's recovery may then
+end the section inside it: the section hands the rest of the held text back
+(``SectionStep.unread``) and the driver parses it again, as one feed would have.
+
 Used by the tagged-value formats (DSML, MiniMax-M2, GLM, Qwen3-Coder), whose values
 :meth:`SectionCursor.read_value` streams through :class:`._xml_values.ArgumentsWriter`.
 """
@@ -97,9 +101,11 @@ class SectionCursor(ToolSection):
         if not self._done:
             return SectionStep(events, consumed=fed)
         left = len(self._buf) - self._pos
-        if left > fed:  # pragma: no cover - a grammar bug
-            raise RuntimeError("a section may only hand back text it was just given")
-        return SectionStep(events, consumed=fed - left, done=True, tail_raw=self._take_raw())
+        tail_raw = self._take_raw()
+        if left > fed:  # the section ended inside text held from earlier feeds
+            unread = self._buf[self._pos : len(self._buf) - fed]
+            return SectionStep(events, done=True, tail_raw=tail_raw, unread=unread)
+        return SectionStep(events, consumed=fed - left, done=True, tail_raw=tail_raw)
 
     # events --------------------------------------------------------------------------------
 

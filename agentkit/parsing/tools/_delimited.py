@@ -39,6 +39,7 @@ from agentkit.parsing._base import (
 )
 from agentkit.parsing._json_stream import JsonObjectScanner
 from agentkit.parsing._markers import partial_suffix_len
+from agentkit.parsing._nesting import loads
 from agentkit.transcript import ToolCallBlock
 
 __all__ = [
@@ -359,7 +360,7 @@ def _decode(junk: str, text: str) -> tuple[str | None, dict[str, Any]]:
     if junk:
         return f"unexpected text after the JSON arguments: {junk!r}", {}
     try:
-        value = json.loads(text, strict=False)
+        value = loads(text)
     except json.JSONDecodeError as exc:
         return f"the arguments are not valid JSON: {exc.msg} (column {exc.colno})", {}
     if not isinstance(value, dict):

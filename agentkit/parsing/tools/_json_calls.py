@@ -27,6 +27,7 @@ from agentkit.parsing._base import (
 )
 from agentkit.parsing._json_stream import JsonObjectScanner
 from agentkit.parsing._markers import MISMATCH, Expect
+from agentkit.parsing._nesting import loads
 from agentkit.parsing.tools._ledger import RawLedger
 
 __all__ = ["JsonCallList", "JsonCallReader", "JsonCallSection", "ListStatus"]
@@ -104,7 +105,7 @@ class JsonCallReader:
     def _read_name(self, events: list[SectionEvent]) -> None:
         self._name_done = True
         try:
-            name = json.loads("".join(self._name_parts), strict=False)
+            name = loads("".join(self._name_parts))
         except json.JSONDecodeError:
             name = None
         if not isinstance(name, str) or not name.strip():
@@ -125,7 +126,7 @@ class JsonCallReader:
         if self.rejected:
             return [CallEnd({}, raw, "not a tool call: the name is not one of the tools")]
         try:
-            obj = json.loads("".join(self._parts), strict=False)
+            obj = loads("".join(self._parts))
         except json.JSONDecodeError as exc:
             where = f"(line {exc.lineno}, column {exc.colno})"
             return [CallEnd({}, raw, f"invalid JSON in tool call: {exc.msg} {where}", self.name)]
@@ -151,7 +152,7 @@ def _arguments(value: Any, key: str) -> tuple[dict[str, Any], str | None]:
         return {}, None
     if isinstance(value, str):  # some models JSON-encode the arguments object
         try:
-            value = json.loads(value, strict=False)
+            value = loads(value)
         except json.JSONDecodeError as exc:
             return {}, f'invalid JSON in tool call "{key}" string: {exc.msg}'
     if not isinstance(value, dict):

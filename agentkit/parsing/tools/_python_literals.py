@@ -18,6 +18,8 @@ import unicodedata
 import warnings
 from typing import Any
 
+from agentkit.parsing._nesting import MAX_DEPTH, nesting_depth
+
 __all__ = ["LiteralScanner", "NotPythonic"]
 
 _CODE_SPECIAL = re.compile(r"[\[\](){}'\",]")
@@ -212,6 +214,8 @@ class LiteralScanner:
                 value = ast.literal_eval(source)
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             return None, f"not a Python literal: {source[:80]!r}"
+        if nesting_depth(value) > MAX_DEPTH:
+            return None, f"the value is nested more than {MAX_DEPTH} levels deep"
         try:
             return _jsonable(value), None
         except ValueError as exc:

@@ -20,10 +20,12 @@ from __future__ import annotations
 import ast
 import json
 import re
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
 from agentkit.parsing._base import JSONSchema
+from agentkit.parsing._nesting import check_depth
 
 __all__ = [
     "ANY",
@@ -139,14 +141,18 @@ def convert_value(text: str, types: frozenset[str]) -> Any:
 
 def _parse(text: str) -> tuple[bool, Any]:
     try:
-        return True, json.loads(text, parse_constant=_reject_constant)
+        return True, check_depth(json.loads(text, parse_constant=_reject_constant))
     except (ValueError, RecursionError):
         pass
     if len(text) > _LITERAL_LIMIT or not text:
         return False, None
     try:
-        literal = ast.literal_eval(text)
-        return True, json.loads(json.dumps(literal, allow_nan=False))
+        # Compiling model text can warn (an invalid escape, "1x"): the value is read the same
+        # under any warnings filter, and nothing reaches the application's stderr.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            literal = ast.literal_eval(text)
+        return True, check_depth(json.loads(json.dumps(literal, allow_nan=False)))
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return False, None
 

@@ -180,9 +180,11 @@ class _MistralSection(ToolSection):
         pattern = _NOT_NAME if self._state == _NAME else _NOT_ID
         match = pattern.search(text, pos)
         end = match.start() if match else len(text)
+        # The word is too long at its (_MAX_NAME + 1)th character, wherever the feed ends.
+        end = min(end, pos + _MAX_NAME + 1 - self._word_len)
         self._word.append(text[pos:end])
         self._word_len += end - pos
-        if match is None:
+        if match is None or self._word_len > _MAX_NAME:
             return end
         word = "".join(self._word)
         self._word.clear()

@@ -86,6 +86,7 @@ class _PythonicSection(ToolSection):
         self._state = _CALL
         self._ledger = RawLedger()
         self._word: list[str] = []
+        self._word_len = 0
         self._name: str | None = None
         self._key = ""
         self._started = False
@@ -192,12 +193,16 @@ class _PythonicSection(ToolSection):
         pattern = _NOT_NAME if self._state == _NAME else _NOT_KEY
         match = pattern.search(text, pos)
         end = match.start() if match else len(text)
+        # Too long at its (_MAX_WORD + 1)th character, wherever the feed ends.
+        end = min(end, pos + _MAX_WORD + 1 - self._word_len)
         self._word.append(text[pos:end])
-        if sum(map(len, self._word)) > _MAX_WORD:
+        self._word_len += end - pos
+        if self._word_len > _MAX_WORD:
             raise NotPythonic("the name is too long", end)
         if match is not None:
             word = "".join(self._word)
             self._word.clear()
+            self._word_len = 0
             if self._state == _NAME:
                 self._name, self._state = word, _PAREN
             else:
