@@ -49,6 +49,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, not {text}")
+    return value
+
+
 RUN_SYSTEM_PROMPT = (
     "You are a helpful assistant. Use a tool when it helps: the calculator for arithmetic, "
     "current_utc_time for the date or time. Answer briefly, with the tool's result."
@@ -374,7 +384,7 @@ def _serve_command(args: argparse.Namespace) -> int:
     try:
         import uvicorn
 
-        from agentkit.server._serve import ServeOptions, build_app, check_bind
+        from agentkit.server._serve import ServeOptions, build_app, check_bind, uvicorn_config
     except ImportError as error:
         raise ConfigurationError(
             f"agentkit serve needs the 'serve' extra ({error.name} is not installed): "
@@ -416,6 +426,12 @@ def _serve_command(args: argparse.Namespace) -> int:
             else None
         ),
         engine=remote,
+        allowed_origins=tuple(args.allow_origin),
+        allowed_hosts=tuple(args.allow_host),
+        header_timeout=args.header_timeout,
+        body_timeout=args.body_timeout,
+        keep_alive_timeout=args.keep_alive_timeout,
+        shutdown_timeout=args.shutdown_timeout,
     )
     app, _, profile = build_app(options)
     print(
@@ -425,10 +441,8 @@ def _serve_command(args: argparse.Namespace) -> int:
         flush=True,
     )
     _log_to_stderr(args.log_level)
-    # ws="none": agentkit serves no WebSocket, so an upgrade request reaches the app as plain
-    # HTTP (GET /v1/responses answers 426 and Codex falls back to HTTP) whether or not a
-    # WebSocket library happens to be installed.
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, ws="none")
+    config = uvicorn_config(app, options, host=args.host, port=args.port, log_level=args.log_level)
+    uvicorn.Server(config).run()
     return 0
 
 
@@ -581,6 +595,46 @@ def _build_parser() -> argparse.ArgumentParser:
         type=_positive_int,
         help="the context, in tokens, a prompt must fit (default: the profile's; with "
         "--engine scripted, none: its tokens are characters)",
+    )
+    serve.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="let web pages from ORIGIN (https://app.example) call the server with CORS "
+        "(repeatable; default: no browser origin may)",
+    )
+    serve.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="without --api-key, also answer requests whose Host is NAME (a proxy's name; "
+        "default: loopback names only, against DNS rebinding)",
+    )
+    serve.add_argument(
+        "--header-timeout",
+        type=_positive_float,
+        default=15.0,
+        help="seconds a request's line and headers may take (default 15)",
+    )
+    serve.add_argument(
+        "--body-timeout",
+        type=_positive_float,
+        default=60.0,
+        help="seconds a request's body may take (default 60)",
+    )
+    serve.add_argument(
+        "--keep-alive-timeout",
+        type=_positive_int,
+        default=5,
+        help="seconds an idle connection stays open (default 5)",
+    )
+    serve.add_argument(
+        "--shutdown-timeout",
+        type=_positive_int,
+        default=10,
+        help="seconds shutting down waits for requests in flight (default 10)",
     )
     serve.add_argument("--log-level", default="warning", help="uvicorn's log level")
     serve.set_defaults(handler=_serve_command)

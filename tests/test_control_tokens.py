@@ -114,7 +114,9 @@ async def test_the_http_server_guards_client_text() -> None:
         ],
         "tools": [TOOL],
     }
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://localhost"
+    ) as c:
         response = await c.post("/v1/chat/completions", json=body)
     assert response.status_code == 200, response.text
     (request,) = scripted.requests

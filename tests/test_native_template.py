@@ -187,7 +187,9 @@ async def test_serve_renders_with_the_model_directory_template(tmp_path: Path) -
     app, engine, profile = build_app(ServeOptions(script=script, chat_template=path))
     assert isinstance(profile.template, HFChatTemplate)
     body = {"model": "m", "messages": [{"role": "user", "content": "Hi."}], "max_tokens": 20}
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://localhost"
+    ) as c:
         response = await c.post("/v1/chat/completions", json=body)
     assert response.status_code == 200, response.text
     assert response.json()["choices"][0]["message"]["content"] == "Hello there."

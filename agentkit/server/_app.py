@@ -9,6 +9,7 @@ and status codes. The adapters translate; the runtime renders, generates and par
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, aclosing
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -49,6 +51,9 @@ from agentkit.server._context import (
     ServerContext,
     agent_hints,
 )
+from agentkit.server._errors import error_response
+from agentkit.server._guard import BoundaryGuard, allowed_methods
+from agentkit.server._intake import decode_ids
 from agentkit.server._lifecycle import TurnWatch, client_gone
 from agentkit.server._runtime import ModelTurn, ServerRuntime, TurnSpec
 from agentkit.server._signing import ThinkingSigner
@@ -58,8 +63,10 @@ __all__ = ["RouteFactory", "ServerConfig", "create_app"]
 _log = get_logger("agentkit.server")
 
 
-def _error(error_type: str, message: str) -> JSONResponse:
-    return JSONResponse(error_json(error_type, message), status_code=ERROR_STATUS[error_type])
+def _error(error_type: str, message: str, status: int | None = None) -> JSONResponse:
+    return JSONResponse(
+        error_json(error_type, message), status_code=status or ERROR_STATUS[error_type]
+    )
 
 
 RouteFactory = Callable[[ServerContext], list[Route]]
@@ -131,7 +138,7 @@ def create_app(
                     authorize(request)
                 return await handler(request)
             except ApiError as error:
-                return _error(error.kind, error.message)
+                return _error(error.kind, error.message, error.status)
             except ContextWindowExceeded as error:
                 return _error("invalid_request_error", str(error))
             except ConfigurationError as error:
@@ -173,23 +180,26 @@ def create_app(
             raise ApiError("not_found_error", f"model {model_id!r} not found")
         return JSONResponse(model_entry())
 
-    async def count_tokens(request: Request) -> Response:
-        counted = parse(CountTokensRequest, await body_json(request))
-        converted = convert(counted)
-        prompt = runtime.prompt(spec(converted, counted))
+    def count(data: Any) -> int:
+        counted = parse(CountTokensRequest, data)
+        prompt = runtime.prompt(spec(convert(counted), counted))
         ids = prompt.token_ids
         if ids is None:
             ids = runtime.encode(prompt.text)
         if ids is None:
             raise ApiError("api_error", "the engine has no tokenizer to count with")
-        return JSONResponse({"input_tokens": len(ids)})
+        return len(ids)
+
+    async def count_tokens(request: Request) -> Response:
+        # Parsing, converting, rendering and tokenizing run on a worker thread, off the loop.
+        return JSONResponse({"input_tokens": await context.work(count, await body_json(request))})
 
     async def tokenize(request: Request) -> Response:
         data = await body_json(request)
         text = data.get("prompt") if isinstance(data, dict) else None
         if not isinstance(text, str):
             raise ApiError("invalid_request_error", "prompt: a string is required")
-        ids = runtime.encode(text)
+        ids = await context.work(runtime.encode, text)
         if ids is None:
             raise ApiError("api_error", "the engine has no tokenizer")
         return JSONResponse({"tokens": ids, "count": len(ids)})
@@ -201,19 +211,24 @@ def create_app(
             isinstance(t, int) and not isinstance(t, bool) for t in tokens
         ):
             raise ApiError("invalid_request_error", "tokens: a list of integers is required")
-        text = runtime.decode(tokens)
+        text = await context.work(decode_ids, runtime.decode, tokens)
         if text is None:
             raise ApiError("api_error", "the engine has no tokenizer")
         return JSONResponse({"prompt": text})
 
-    async def messages(request: Request) -> Response:
-        data = await body_json(request)
+    def prepare(data: Any) -> tuple[MessagesRequest, TurnSpec]:
         parsed: MessagesRequest = parse(MessagesRequest, data)
-        converted = convert(parsed)
+        return parsed, spec(convert(parsed), parsed)
+
+    async def messages(request: Request) -> Response:
+        parsed, turn_spec = await context.work(prepare, await body_json(request))
         release = context.acquire()
         try:
             message_id = new_message_id()
-            turn = runtime.start(spec(converted, parsed), request_id=message_id)
+            # Rendering (and tokenizing) the prompt is CPU work: a worker thread does it.
+            turn = await context.work(
+                functools.partial(runtime.start, turn_spec, request_id=message_id)
+            )
             watch = TurnWatch(context, turn, release)
             if not parsed.stream:
                 try:
@@ -257,11 +272,17 @@ def create_app(
 
     async def not_found(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
+        path = request.url.path
         if exc.status_code == 404:
-            return _error("not_found_error", f"no route for {request.method} {request.url.path}")
+            return error_response(
+                path, ApiError("not_found_error", f"no route for {request.method} {path}")
+            )
         if exc.status_code == 405:
-            return _error("invalid_request_error", f"{request.method} is not allowed here")
-        return _error("api_error", str(exc.detail))
+            allow = allowed_methods(routes, request.scope)
+            message = f"{request.method} is not allowed on {path} (allowed: {allow})"
+            error = ApiError("invalid_request_error", message, status=405)
+            return error_response(path, error, headers={"Allow": allow})
+        return error_response(path, ApiError("api_error", str(exc.detail)))
 
     routes = [
         *(route for factory in adapters for route in factory(context)),
@@ -275,8 +296,17 @@ def create_app(
         Route("/v1/tokenize", endpoint(tokenize), methods=["POST"]),
         Route("/v1/detokenize", endpoint(detokenize), methods=["POST"]),
     ]
+    guard = Middleware(
+        BoundaryGuard,
+        keyed=config.api_key is not None,
+        allowed_origins=config.allowed_origins,
+        allowed_hosts=config.allowed_hosts,
+    )
     return Starlette(
-        routes=routes, exception_handlers={HTTPException: not_found}, lifespan=lifespan
+        routes=routes,
+        middleware=[guard],
+        exception_handlers={HTTPException: not_found},
+        lifespan=lifespan,
     )
 
 

@@ -22,7 +22,6 @@
 
 from __future__ import annotations
 
-import json
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentkit.server._chat_stream import ChatStream, replay
 from agentkit.server._context import ApiError, agent_hints
+from agentkit.server._intake import embedded_json
 from agentkit.server._runtime import TurnSpec
 from agentkit.server._turns import TurnStore, visible_key
 from agentkit.transcript import (
@@ -173,7 +173,11 @@ def _assistant_blocks(message: Mapping[str, Any], path: str) -> list[ContentBloc
             arguments = dict(raw)
         else:
             try:
-                arguments = json.loads(raw) if isinstance(raw, str) and raw.strip() else {}
+                arguments = (
+                    embedded_json(raw, f"{where}.function.arguments")
+                    if isinstance(raw, str) and raw.strip()
+                    else {}
+                )
             except ValueError as error:
                 arguments = str(error)
         if not isinstance(arguments, dict):

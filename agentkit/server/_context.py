@@ -1,38 +1,32 @@
-"""What every HTTP adapter shares: settings, authentication, body limits, the in-flight count.
+"""What every HTTP adapter shares: settings, authentication, body limits, the in-flight count,
+and the worker threads requests are prepared on.
 
-Adapters raise :class:`ApiError` with one of the kinds below and answer it in their own wire
-format's error shape (Anthropic's ``{"type": "error", "error": {...}}``, OpenAI's
-``{"error": {...}}``); the status code is the kind's.
+Adapters raise :class:`ApiError` (:mod:`._errors`: the kinds and their status codes) and
+answer it in their own wire format's error shape (Anthropic's ``{"type": "error", "error":
+{...}}``, OpenAI's ``{"error": {...}}``). Bodies are read and checked by :mod:`._intake`.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
+import anyio
+import anyio.to_thread
 from pydantic import ValidationError
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
+from agentkit.server._errors import ERROR_STATUS, ApiError
+from agentkit.server._intake import Limits, check_counts, parse_json, read_bytes
 from agentkit.server._runtime import ServerRuntime
 from agentkit.server._stats import ServerStats
 from agentkit.side_queries import AgentHints
 
 __all__ = ["ERROR_STATUS", "ApiError", "ServerConfig", "ServerContext", "agent_hints"]
 
-ERROR_STATUS: dict[str, int] = {
-    "invalid_request_error": 400,
-    "authentication_error": 401,
-    "permission_error": 403,
-    "not_found_error": 404,
-    "request_too_large": 413,
-    "rate_limit_error": 429,
-    "api_error": 500,
-    "overloaded_error": 529,
-}
-"""Error kinds (Anthropic's names) and their HTTP status codes."""
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +39,26 @@ class ServerConfig:
     """When set, requests must carry it (``x-api-key`` or ``Authorization: Bearer``)."""
     strip_billing_header: bool = True
     max_request_bytes: int = 32 * 1024 * 1024
+    """A body, and a compressed body once decompressed (413 ``request_too_large`` beyond)."""
+    body_timeout: float = 60.0
+    """Seconds a client has to send a request's whole body (408 beyond)."""
+    max_json_depth: int = 64
+    """How deep a body may nest arrays and objects (400 beyond)."""
+    max_messages: int = 10_000
+    """Messages (Responses: input items) per request (400 beyond)."""
+    max_blocks: int = 100_000
+    """Content blocks per request, all messages together (400 beyond)."""
+    max_tools: int = 2_000
+    """Tools per request, a namespace's members each counted (400 beyond)."""
+    intake_threads: int = 4
+    """Worker threads that parse, convert, render and tokenize requests, off the event loop
+    (more requests wait for one)."""
+    allowed_origins: tuple[str, ...] = ()
+    """Browser origins (``https://app.example``) allowed to call the server (CORS); none by
+    default. Without ``api_key``, a request from any other origin is refused (403)."""
+    allowed_hosts: tuple[str, ...] = ()
+    """Without ``api_key``: ``Host`` names accepted besides the loopback ones (``localhost``,
+    ``127.0.0.1``, ``[::1]``); any other is refused (403), against DNS rebinding."""
     max_concurrency: int | None = None
     """Requests in flight beyond this get 429 ``rate_limit_error``."""
     ping_interval: float = 10.0
@@ -77,22 +91,6 @@ def agent_hints(body: object) -> AgentHints | None:
         raise ApiError("invalid_request_error", f"{where}: {first['msg']}") from error
 
 
-class ApiError(Exception):
-    """An error to answer in the adapter's error shape, with the kind's status code."""
-
-    def __init__(self, kind: str, message: str, *, param: str | None = None) -> None:
-        super().__init__(message)
-        if kind not in ERROR_STATUS:
-            raise ValueError(f"unknown error kind {kind!r}")
-        self.kind = kind
-        self.message = message
-        self.param = param
-
-    @property
-    def status(self) -> int:
-        return ERROR_STATUS[self.kind]
-
-
 @dataclass(slots=True)
 class ServerContext:
     """The runtime and the HTTP settings, with the checks every endpoint makes."""
@@ -103,6 +101,7 @@ class ServerContext:
     in_flight: int = 0
     stats: ServerStats = field(default_factory=ServerStats)
     """Disconnects, aborts and stream failures, counted by every adapter."""
+    _limiter: anyio.CapacityLimiter | None = field(default=None, init=False, repr=False)
 
     def authorize(self, request: Request) -> None:
         """:class:`ApiError` ``authentication_error`` unless the request carries the key."""
@@ -115,25 +114,54 @@ class ServerContext:
         if key != self.config.api_key:
             raise ApiError("authentication_error", "invalid API key")
 
-    async def read_json(self, request: Request) -> Any:
-        """The body as JSON, within the size limit (``request_too_large`` beyond it)."""
+    @property
+    def limits(self) -> Limits:
+        """What one request may hold (from :attr:`config`)."""
+        c = self.config
+        return Limits(
+            max_request_bytes=c.max_request_bytes,
+            body_timeout=c.body_timeout,
+            max_json_depth=c.max_json_depth,
+            max_messages=c.max_messages,
+            max_blocks=c.max_blocks,
+            max_tools=c.max_tools,
+        )
+
+    async def read_bytes(self, request: Request) -> bytes:
+        """The raw body, within the size limit (413) and the body deadline (408)."""
         limit = self.config.max_request_bytes
         length = request.headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > limit:
             raise ApiError(
                 "request_too_large", f"request body of {length} bytes exceeds {limit} bytes"
             )
-        body = b""
-        async for piece in request.stream():
-            body += piece
-            if len(body) > limit:
-                raise ApiError("request_too_large", f"request body exceeds {limit} bytes")
         try:
-            return json.loads(body)
-        except ValueError as error:
+            return await read_bytes(request.stream(), self.limits)
+        except ClientDisconnect:
             raise ApiError(
-                "invalid_request_error", f"the body is not valid JSON: {error}"
-            ) from error
+                "invalid_request_error", "the client disconnected before sending its body"
+            ) from None
+
+    async def read_json(self, request: Request) -> Any:
+        """The body as strict JSON within the server's limits (see :mod:`._intake`), parsed
+        and checked on a worker thread."""
+        body = await self.read_bytes(request)
+        return await self.work(self.parse_json, body)
+
+    def parse_json(self, body: bytes) -> Any:
+        """``body`` as strict JSON, its depth and counts within the limits (a worker's job)."""
+        limits = self.limits
+        data = parse_json(body, limits)
+        check_counts(data, limits)
+        return data
+
+    async def work(self, function: Callable[..., _T], *args: Any) -> _T:
+        """``function(*args)`` on a worker thread (at most ``intake_threads`` at once), so
+        that parsing, converting, rendering and tokenizing a large request never holds up
+        the event loop (health checks, other streams)."""
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(self.config.intake_threads)
+        return await anyio.to_thread.run_sync(function, *args, limiter=self._limiter)
 
     def acquire(self) -> Callable[[], None]:
         """Count a request in flight; returns its (idempotent) release. ``rate_limit_error``

@@ -7,6 +7,7 @@ side channel are built by :mod:`._chat_stream`.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
@@ -79,7 +80,7 @@ def chat_routes(context: ServerContext) -> list[Route]:
             context.authorize(request)
             return await handle(request)
         except ApiError as error:
-            return _error(error.kind, error.message, param=error.param)
+            return _error(error.kind, error.message, param=error.param, status=error.status)
         except ContextWindowExceeded as error:
             return _error("invalid_request_error", str(error), code="context_length_exceeded")
         except ConfigurationError as error:
@@ -89,16 +90,22 @@ def chat_routes(context: ServerContext) -> list[Route]:
         except EngineError as error:
             return _error("api_error", str(error))
 
+    def prepare(data: Any) -> tuple[ChatRequest, ConvertedChat]:
+        parsed = parse(data)
+        return parsed, convert_chat_request(parsed, turns=runtime.turns, index=index)
+
     async def handle(request: Request) -> Response:
-        parsed = parse(await context.read_json(request))
-        converted = convert_chat_request(parsed, turns=runtime.turns, index=index)
+        # Parsing, converting and (below) rendering run on a worker thread, off the loop.
+        parsed, converted = await context.work(prepare, await context.read_json(request))
         for n, restored in enumerate(converted.restored):
             if not restored:
                 _log.warning("cache break: an assistant turn is rendered canonically", run=n)
         release = context.acquire()
         try:
             completion_id = new_completion_id()
-            turn = runtime.start(converted.spec, request_id=completion_id)
+            turn = await context.work(
+                functools.partial(runtime.start, converted.spec, request_id=completion_id)
+            )
             dispatch = config.streaming_tool_dispatch or request.headers.get(
                 _DISPATCH_HEADER, ""
             ).lower() in ("1", "true", "yes")
@@ -180,7 +187,12 @@ def chat_routes(context: ServerContext) -> list[Route]:
 
 
 def _error(
-    kind: str, message: str, *, param: str | None = None, code: str | None = None
+    kind: str,
+    message: str,
+    *,
+    param: str | None = None,
+    code: str | None = None,
+    status: int | None = None,
 ) -> JSONResponse:
-    status = ApiError(kind, message).status
+    status = status or ApiError(kind, message).status
     return JSONResponse(error_body(kind, message, param=param, code=code), status_code=status)

@@ -20,6 +20,7 @@ stands in).
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 import zlib
@@ -147,41 +148,12 @@ class _Adapter:
         except ConfigurationError as error:
             raise ApiError("api_error", f"the sealing key is unavailable: {error}") from error
         body = await read_body(self.context, request)
-        try:
-            parsed = ResponsesRequest.model_validate(body)
-        except ValidationError as error:
-            detail = error.errors()[0]
-            where = ".".join(str(p) for p in detail["loc"])
-            raise ApiError("invalid_request_error", f"{where}: {detail['msg']}") from error
-        if parsed.previous_response_id:
-            raise ApiError(
-                "invalid_request_error",
-                "previous_response_id: this server keeps no responses (store: false); "
-                "send the whole conversation in input",
-                param="previous_response_id",
-            )
-        text_format = (parsed.text or {}).get("format")
-        if isinstance(text_format, Mapping) and text_format.get("type") not in (None, "text"):
-            self._warn_once("format", "text.format is not enforced: the model answers in text")
-        tools = Tools.convert(parsed.tools, self._warn_once)
-        choice = tool_choice(parsed.tool_choice, tools, self._warn_once)
-        converter = InputConverter(self.runtime, self.sealer, self.unverifiable, self._warn_once)
-        transcript = converter.convert(parsed)
+        # Parsing, converting and (below) rendering run on a worker thread, off the loop.
+        parsed, tools, spec, response_id = await self.context.work(self._prepare, body)
         reasoning = parsed.reasoning or {}
         include = set(parsed.include or [])
         summary = reasoning.get("summary") or reasoning.get("generate_summary")
-        response_id = new_id("resp_")
         envelope = _envelope(parsed, response_id, tools)
-        spec = TurnSpec(
-            transcript=transcript,
-            tools=tools.specs,
-            tool_choice=choice,
-            max_tokens=parsed.max_output_tokens,
-            temperature=parsed.temperature,
-            top_p=parsed.top_p,
-            thinking=False if reasoning.get("effort") in ("none", "minimal") else None,
-            hints=agent_hints(parsed),
-        )
         seal = None
         if "reasoning.encrypted_content" in include:
             seal = self._sealing(response_id)
@@ -195,7 +167,9 @@ class _Adapter:
         single_call = parsed.parallel_tool_calls is False
         release = self.context.acquire()
         try:
-            turn = self.runtime.start(spec, request_id=response_id)
+            turn = await self.context.work(
+                functools.partial(self.runtime.start, spec, request_id=response_id)
+            )
             events = turn.events()
             watch = TurnWatch(self.context, turn, release)
             if not parsed.stream:
@@ -242,6 +216,43 @@ class _Adapter:
             fail=lambda kind, message: stream.fail(message),
             ping=lambda: b": ping\n\n",
         )
+
+    def _prepare(self, body: Any) -> tuple[ResponsesRequest, Tools, TurnSpec, str]:
+        """The request, its tools, the turn it asks for and the response's id (a worker's
+        job: sealed reasoning is opened and the input converted here)."""
+        try:
+            parsed = ResponsesRequest.model_validate(body)
+        except ValidationError as error:
+            detail = error.errors()[0]
+            where = ".".join(str(p) for p in detail["loc"])
+            raise ApiError("invalid_request_error", f"{where}: {detail['msg']}") from error
+        if parsed.previous_response_id:
+            raise ApiError(
+                "invalid_request_error",
+                "previous_response_id: this server keeps no responses (store: false); "
+                "send the whole conversation in input",
+                param="previous_response_id",
+            )
+        text_format = (parsed.text or {}).get("format")
+        if isinstance(text_format, Mapping) and text_format.get("type") not in (None, "text"):
+            self._warn_once("format", "text.format is not enforced: the model answers in text")
+        tools = Tools.convert(parsed.tools, self._warn_once)
+        choice = tool_choice(parsed.tool_choice, tools, self._warn_once)
+        converter = InputConverter(self.runtime, self.sealer, self.unverifiable, self._warn_once)
+        transcript = converter.convert(parsed)
+        reasoning = parsed.reasoning or {}
+        response_id = new_id("resp_")
+        spec = TurnSpec(
+            transcript=transcript,
+            tools=tools.specs,
+            tool_choice=choice,
+            max_tokens=parsed.max_output_tokens,
+            temperature=parsed.temperature,
+            top_p=parsed.top_p,
+            thinking=False if reasoning.get("effort") in ("none", "minimal") else None,
+            hints=agent_hints(parsed),
+        )
+        return parsed, tools, spec, response_id
 
     def _sealing(self, response_id: str) -> Callable[[int, str, Message | None], str]:
         profile = self.runtime.profile.name

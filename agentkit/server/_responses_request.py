@@ -38,6 +38,7 @@ from starlette.requests import Request
 
 from agentkit._logging import get_logger
 from agentkit.server._context import ApiError, ServerContext
+from agentkit.server._intake import embedded_json
 from agentkit.server._runtime import ServerRuntime
 from agentkit.server._sealing import Sealer, SealError
 from agentkit.server._turns import visible_key
@@ -135,18 +136,15 @@ async def read_body(context: ServerContext, request: Request) -> Any:
             raise UnsupportedEncoding(
                 f"Content-Encoding {encoding!r} is not supported (gzip, deflate, zstd)"
             )
-    limit = context.config.max_request_bytes
-    body = b""
-    async for piece in request.stream():
-        body += piece
-        if len(body) > limit:
-            raise ApiError("request_too_large", f"request body exceeds {limit} bytes")
-    for encoding in reversed(encodings):
-        body = _decompress(encoding, body, limit)
-    try:
-        return json.loads(body)
-    except ValueError as error:
-        raise ApiError("invalid_request_error", f"the body is not valid JSON: {error}") from error
+    body = await context.read_bytes(request)
+
+    def decode() -> Any:  # CPU work: on a worker thread
+        data = body
+        for encoding in reversed(encodings):
+            data = _decompress(encoding, data, context.config.max_request_bytes)
+        return context.parse_json(data)
+
+    return await context.work(decode)
 
 
 def _decompress(encoding: str, body: bytes, limit: int) -> bytes:
@@ -220,6 +218,8 @@ class Tools:
             if kind == "namespace":
                 namespace = _string(tool, "name", path)
                 for j, inner in enumerate(_list(tool, "tools", path)):
+                    if not isinstance(inner, Mapping):
+                        _fail(f"{path}.tools.{j}", "expected a tool object")
                     out._add(inner, f"{path}.tools.{j}", namespace, warn)
                 out.echoed.append(tool)
             elif out._add(tool, path, None, warn):
@@ -280,10 +280,13 @@ def tool_choice(
         if choice not in ("auto", "none", "required"):
             _fail("tool_choice", f"unknown tool_choice {choice!r}")
         return choice
-    kind = choice.get("type")
+    kind = _string(choice, "type", "tool_choice")
     if kind in ("function", "custom"):
         name = _string(choice, "name", "tool_choice")
-        model_name = flat_name(choice.get("namespace"), name)
+        namespace = choice.get("namespace")
+        if namespace is not None and not isinstance(namespace, str):
+            _fail("tool_choice.namespace", "expected a string")
+        model_name = flat_name(namespace, name)
         if model_name not in tools.by_model_name:
             _fail("tool_choice.name", f"{name!r} is not in tools")
         return model_name
@@ -381,7 +384,7 @@ class InputConverter:
             namespace = item.get("namespace") if isinstance(item.get("namespace"), str) else None
             name = flat_name(namespace, _string(item, "name", path))
             if kind == "function_call":
-                arguments = _arguments(_string(item, "arguments", path))
+                arguments = _arguments(_string(item, "arguments", path), f"{path}.arguments")
             else:
                 arguments = {"input": _string(item, "input", path)}
             self._add("assistant", ToolCallBlock(id=call_id, name=name, arguments=arguments))
@@ -527,11 +530,12 @@ def _output_text(output: object, path: str) -> str:
     raise _invalid(path, "expected a string or a list of content parts")
 
 
-def _arguments(text: str) -> dict[str, Any]:
+def _arguments(text: str, path: str) -> dict[str, Any]:
     """A call's arguments; ``{}`` for text that is not a JSON object (a call that failed to
-    parse was sent out with ``{}``, so the two agree)."""
+    parse was sent out with ``{}``, so the two agree); a 400 when they nest too deep or hold
+    a lone surrogate."""
     try:
-        value = json.loads(text) if text.strip() else {}
+        value = embedded_json(text, path) if text.strip() else {}
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}

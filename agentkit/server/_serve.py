@@ -25,7 +25,7 @@ from agentkit.server._runtime import ServerRuntime
 from agentkit.server._signing import ThinkingSigner
 from agentkit.server._turns import TurnStore
 
-__all__ = ["ServeOptions", "build_app", "check_bind", "load_script"]
+__all__ = ["ServeOptions", "build_app", "check_bind", "load_script", "uvicorn_config"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +54,19 @@ class ServeOptions:
     engine_options: dict[str, Any] | None = None
     engine: Engine | None = None
     """An engine made elsewhere (``--remote``: a RemoteEngine); ``model`` is its model name."""
+    allowed_origins: tuple[str, ...] = ()
+    """Browser origins granted CORS (``--allow-origin``); see :mod:`._guard`."""
+    allowed_hosts: tuple[str, ...] = ()
+    """``Host`` names accepted without an API key besides loopback ones (``--allow-host``)."""
+    header_timeout: float = 15.0
+    """Seconds a request's line and headers may take to arrive (``--header-timeout``)."""
+    body_timeout: float = 60.0
+    """Seconds a request's body may take to arrive (``--body-timeout``)."""
+    keep_alive_timeout: int = 5
+    """Seconds an idle kept-alive connection stays open (``--keep-alive-timeout``)."""
+    shutdown_timeout: int = 10
+    """Seconds a shutdown waits for requests in flight before cancelling them
+    (``--shutdown-timeout``)."""
 
 
 def load_script(path: Path) -> list[ScriptItem]:
@@ -149,6 +162,9 @@ def build_app(options: ServeOptions) -> tuple[Starlette, Engine, Profile]:
         max_concurrency=options.max_concurrency,
         reasoning_field=options.reasoning_field,
         streaming_tool_dispatch=options.streaming_tool_dispatch,
+        body_timeout=options.body_timeout,
+        allowed_origins=options.allowed_origins,
+        allowed_hosts=options.allowed_hosts,
     )
 
     @asynccontextmanager
@@ -178,3 +194,26 @@ def build_app(options: ServeOptions) -> tuple[Starlette, Engine, Profile]:
         ],
     )
     return app, engine, profile
+
+
+def uvicorn_config(
+    app: Starlette, options: ServeOptions, *, host: str, port: int, log_level: str = "warning"
+) -> Any:
+    """The ``uvicorn.Config`` ``agentkit serve`` runs ``app`` with: h11 with a deadline on
+    each request's head (:mod:`._protocol`), the keep-alive and graceful-shutdown timeouts of
+    ``options``, and no WebSocket (an upgrade request reaches the app as plain HTTP, so
+    ``GET /v1/responses`` answers 426 and Codex falls back to HTTP)."""
+    import uvicorn
+
+    from agentkit.server._protocol import guarded_protocol
+
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        ws="none",
+        http=guarded_protocol(options.header_timeout),
+        timeout_keep_alive=options.keep_alive_timeout,
+        timeout_graceful_shutdown=options.shutdown_timeout,
+    )

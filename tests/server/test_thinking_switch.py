@@ -31,7 +31,7 @@ def app(profile: Profile, outputs: list[str]) -> tuple[Starlette, TokenizedScrip
 
 async def post(application: Starlette, path: str, body: dict[str, object]) -> httpx.Response:
     transport = httpx.ASGITransport(app=application)
-    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
         return await client.post(path, json=body)
 
 
