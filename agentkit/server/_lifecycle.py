@@ -9,7 +9,8 @@ accepted, so one :class:`TurnWatch` handles it for all of them:
 * **The client stops reading** (streaming): generation waits for it behind a bounded queue,
   and a client that reads nothing past the stall deadline is dropped and its request aborted
   (:class:`~agentkit.server._sse.EventStreamResponse`).
-* **The server shuts down**: a request it cancels is aborted the same way.
+* **The server shuts down**: a request it cancels is aborted the same way; a streaming client
+  still reading is told so with the wire format's ``overloaded_error``, which clients retry.
 * **The turn fails after the 200**: the stream ends with the wire format's own error frames
   (given by the adapter as ``fail(kind, message)``), never as if it were complete.
 
@@ -43,6 +44,8 @@ from agentkit.server._stats import AbortReason
 __all__ = ["TurnWatch", "client_gone", "failure"]
 
 _log = get_logger("agentkit.server")
+
+_SHUTTING_DOWN = "the server is shutting down; retry the request"
 
 
 def failure(error: Exception) -> tuple[str, str]:
@@ -186,6 +189,7 @@ class TurnWatch:
             ping=ping,
             ping_interval=config.ping_interval,
             fail=failed,
+            farewell=lambda: fail("overloaded_error", _SHUTTING_DOWN),
             on_abort=self.ended_early,
             cleanup=cleanup,
             queue_bytes=config.stream_queue_bytes,

@@ -10,7 +10,8 @@ whenever nothing came for ``ping_interval`` seconds. What ends a response early:
 * The client stops reading: the queue fills, and generation waits for it (a client that reads
   nothing holds at most the queue's bytes, not its whole output). A single write that waits
   longer than ``stall_timeout`` drops the client the same way as a disconnect.
-* The server cancels the response (shutting down): the same, from outside.
+* The server cancels the response (shutting down): the same, from outside; a client still
+  reading is first sent ``farewell()``, the wire format's error frames (a retryable one).
 * The producer fails: ``fail(error)`` is written, the frames that end the stream in the wire
   format's own way, so the client reports an error rather than a normal end.
 
@@ -35,6 +36,8 @@ _log = get_logger("agentkit.server")
 
 DEFAULT_QUEUE_BYTES = 64 * 1024
 """How far generation may run ahead of a client's reading, in bytes of frames."""
+_FAREWELL_WAIT = 1.0
+"""Seconds the farewell frames of a cancelled stream may wait for the client."""
 
 
 class EventStreamResponse:
@@ -45,6 +48,8 @@ class EventStreamResponse:
         ping: a keep-alive frame, written after ``ping_interval`` seconds with nothing.
         fail: the frames that end the stream after ``chunks`` raised the given exception;
             ``None`` lets the exception propagate (the connection is then cut).
+        farewell: the frames sent (if the client takes them at once) when the server cancels
+            the response, shutting down.
         on_disconnect: called when the client disconnects.
         on_abort: called with the reason when the response ends before it is complete.
         cleanup: awaited at the end, whatever happened (shielded from cancellation).
@@ -60,6 +65,7 @@ class EventStreamResponse:
         ping: Callable[[], bytes],
         ping_interval: float,
         fail: Callable[[Exception], bytes] | None = None,
+        farewell: Callable[[], bytes] | None = None,
         on_disconnect: Callable[[], None] | None = None,
         on_abort: Callable[[AbortReason], None] | None = None,
         cleanup: Callable[[], Awaitable[None]] | None = None,
@@ -70,6 +76,7 @@ class EventStreamResponse:
         self._ping = ping
         self._interval = ping_interval
         self._fail = fail
+        self._farewell = farewell
         self._on_disconnect = on_disconnect
         self._on_abort = on_abort
         self._cleanup = cleanup
@@ -156,12 +163,23 @@ class EventStreamResponse:
                 # Noted at once, before the tasks wind down: a server whose shutdown grace
                 # ran out exits soon after it cancels (a disconnect was noted already).
                 self._end_early("cancelled")
+                if self._ended == "cancelled":
+                    await self._say_farewell(send)
                 raise
             finally:
                 frames.discard()
             await send({"type": "http.response.body", "body": b"", "more_body": False})
             self._complete = True
             group.cancel_scope.cancel()
+
+    async def _say_farewell(self, send: Send) -> None:
+        """Tell a client whose stream the server cancels why it ends, if it reads at once
+        (a client that stopped reading is not waited for)."""
+        if self._farewell is None:
+            return
+        body = self._farewell()
+        with anyio.CancelScope(shield=True), anyio.move_on_after(_FAREWELL_WAIT):
+            await send({"type": "http.response.body", "body": body, "more_body": True})
 
     async def _write(self, send: Send, message: Message) -> bool:
         """Send ``message``; ``False`` if the client took longer than the stall deadline."""

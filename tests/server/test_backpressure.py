@@ -216,3 +216,31 @@ async def test_the_frame_queue_lets_a_waiting_producer_go_when_discarded() -> No
         queue.discard()
     assert queue.queued_bytes == 0
     assert queue.drain() == []
+
+
+@pytest.mark.parametrize(
+    ("api", "farewell"),
+    [
+        ("anthropic", b"overloaded_error"),
+        ("chat", b"data: [DONE]"),
+        ("responses", b"response.failed"),
+    ],
+)
+async def test_a_stream_the_server_cancels_ends_with_an_error_a_client_can_retry(
+    api: str, farewell: bytes
+) -> None:
+    engine = Counting(["v" * 100_000])
+    app = build(engine, stream_queue_bytes=QUEUE, stall_timeout=None)
+    client = StalledClient(api)
+    client.reading.set()  # a client that reads: it is told why its stream ends
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as group:
+            group.start_soon(client.run, app)
+            while engine.produced < 10:
+                await anyio.lowlevel.checkpoint()
+            group.cancel_scope.cancel()
+    last = client.bodies[-1]
+    assert farewell in last
+    assert b"shutting down" in last
+    assert not client.complete
+    assert engine.aborted == 1
