@@ -11,6 +11,7 @@ from agentkit.agent import Agent as Agent
 from agentkit.agent import AgentStream as AgentStream
 from agentkit.agent import RunResult as RunResult
 from agentkit.agent import RunUsage as RunUsage
+from agentkit.budgets import UsageLimits as UsageLimits
 from agentkit.engine import RemoteEngine as RemoteEngine
 from agentkit.engine import ScriptedEngine as ScriptedEngine
 from agentkit.engine import VLLMEngine as VLLMEngine
@@ -21,6 +22,7 @@ from agentkit.errors import MaxTurnsExceeded as MaxTurnsExceeded
 from agentkit.errors import OutputValidationError as OutputValidationError
 from agentkit.errors import RunError as RunError
 from agentkit.errors import ToolError as ToolError
+from agentkit.errors import UsageLimitExceeded as UsageLimitExceeded
 from agentkit.profiles import Profile as Profile
 from agentkit.profiles import get_profile as get_profile
 from agentkit.side_queries import AgentHints as AgentHints
@@ -63,6 +65,8 @@ __all__ = [
     "ToolError",
     "ToolResultBlock",
     "Transcript",
+    "UsageLimitExceeded",
+    "UsageLimits",
     "VLLMEngine",
     "__version__",
     "get_profile",

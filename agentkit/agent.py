@@ -10,17 +10,22 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
-from contextlib import aclosing
+from contextlib import aclosing, nullcontext
 from types import TracebackType
-from typing import Any, Generic, Literal
+from typing import TYPE_CHECKING, Any, Generic, Literal
 
 import anyio
 from anyio.abc import TaskGroup
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentkit._agent_profile import agent_profile
 from agentkit._approval_run import ApprovalRules, Resumption
+from agentkit._budget import RunBudget
 from agentkit._channel import EventChannel
-from agentkit._logging import get_logger
+from agentkit._detached import DetachedIteration
+from agentkit._detached import supported as detached_supported
+from agentkit._format_watch import FormatWatch
+from agentkit._logging import bind_run, get_logger
 from agentkit._prompt import PromptBuilder, check_replay_policy
 from agentkit._tool_choice import ToolChoice, tool_choice_options, validate_tool_choice
 from agentkit.approvals import (
@@ -31,12 +36,14 @@ from agentkit.approvals import (
     PendingApproval,
     RunState,
 )
+from agentkit.budgets import UsageLimits
 from agentkit.engine import Engine, GenerationRequest, RequestContext, Usage
 from agentkit.errors import (
     AgentkitError,
     ConfigurationError,
     EngineError,
     MaxTurnsExceeded,
+    RunCancelled,
     RunError,
 )
 from agentkit.events import (
@@ -56,7 +63,7 @@ from agentkit.output import (
     output_schema,
     system_prompt,
 )
-from agentkit.profiles import Profile, ReplayPolicy, get_profile
+from agentkit.profiles import Profile, ReplayPolicy
 from agentkit.profiles._replay import validate_replay_policy
 from agentkit.side_queries import (
     AgentHints,
@@ -67,9 +74,15 @@ from agentkit.side_queries import (
     run_side_queries,
     run_side_query,
 )
-from agentkit.tools import Dispatcher, Tool, ToolRegistry
+from agentkit.telemetry._hooks import run_trace
+from agentkit.telemetry._settings import Instrument
+from agentkit.telemetry._settings import validate as validate_instrument
+from agentkit.tools import Dispatcher, Tool, ToolRegistry, Toolset
 from agentkit.transcript import Message, TextBlock, ToolResultBlock, Transcript
 from agentkit.truncation import TruncationPolicy, truncate
+
+if TYPE_CHECKING:  # agentkit.sessions is not imported by `import agentkit`
+    from agentkit.sessions import Session, SessionRun
 
 __all__ = ["Agent", "AgentStream", "RequestOptions", "RunResult", "RunUsage"]
 
@@ -127,9 +140,16 @@ class Agent(Generic[OutputT]):
     Args:
         engine: where model output comes from; one engine can serve many agents at once.
         tools: tools (``@agentkit.tool`` functions, :class:`~agentkit.tools.Tool` objects or
-            plain functions) the model may call.
-        profile: the model family's profile (name, alias or object): parsers and prompt
-            template.
+            plain functions) the model may call, and toolsets such as
+            :class:`agentkit.mcp.MCPServer`: a run starts each one not already running (and
+            closes it when the run ends) and offers the tools it lists for the whole run.
+        profile: the model family's profile (name, alias or object; a model id such as
+            ``"Qwen/Qwen3-8B"`` is looked up with
+            :func:`~agentkit.profiles.profile_for_model`): parsers and prompt template.
+            ``None``: found from the engine's model name (``VLLMEngine``, ``RemoteEngine``),
+            as ``agentkit run`` finds it, and logged; an engine without one
+            (``ScriptedEngine``) needs it named. A turn offered tools whose text holds a call
+            in another profile's format logs one warning per agent naming that profile.
         system: system prompt used when a run starts from a plain string.
         max_turns: model requests per run; a run still calling tools after this many turns
             raises :class:`~agentkit.errors.MaxTurnsExceeded` (carrying the transcript).
@@ -184,14 +204,23 @@ class Agent(Generic[OutputT]):
         approval_handler: an async callback that decides held calls in-process, while the
             model keeps generating; without one (or when it returns ``None``) the run pauses
             with ``RunResult.pending_approvals`` and :meth:`resume` continues it.
+        usage_limits: the most each run may use (output and total tokens, tool calls,
+            turns, wall time; see :mod:`agentkit.budgets`); a run that reaches one raises
+            :class:`~agentkit.errors.UsageLimitExceeded` with the transcript so far. A run's
+            own ``usage_limits`` replace these.
+        instrument: OpenTelemetry spans and metrics for each run (``invoke_agent``, a
+            ``chat`` span per model turn, an ``execute_tool`` span per call; see
+            ``docs/tracing.md``): ``True``, an :class:`~agentkit.telemetry.Instrumentation`
+            (content capture, providers), ``False`` (never), or ``None``: as
+            :func:`agentkit.telemetry.instrument_all` says (off unless it was called).
     """
 
     def __init__(
         self,
         engine: Engine,
         *,
-        tools: Iterable[Tool | Callable[..., Any]] = (),
-        profile: str | Profile = "qwen3",
+        tools: Iterable[Tool | Callable[..., Any] | Toolset] = (),
+        profile: str | Profile | None = None,
         system: str | None = None,
         max_turns: int = 10,
         max_tokens: int | None = None,
@@ -210,11 +239,13 @@ class Agent(Generic[OutputT]):
         thinking: bool = True,
         requires_approval: bool | ApprovalPolicy = False,
         approval_handler: ApprovalHandler | None = None,
+        usage_limits: UsageLimits | None = None,
+        instrument: Instrument = None,
     ) -> None:
         if max_turns < 1:
             raise ValueError("max_turns must be at least 1")
         self.engine = engine
-        self.profile = get_profile(profile)
+        self.profile = agent_profile(engine, profile)
         self.registry = ToolRegistry(tools)
         self.system = system
         self.max_turns = max_turns
@@ -265,6 +296,9 @@ class Agent(Generic[OutputT]):
             raise_tool_errors=raise_tool_errors,
         )
         self.approvals = ApprovalRules(self.registry, requires_approval, approval_handler)
+        self.usage_limits = usage_limits
+        self.format_watch = FormatWatch(self.profile, self.registry.names)
+        self.instrument = validate_instrument(instrument)
 
     def stream(
         self,
@@ -272,20 +306,33 @@ class Agent(Generic[OutputT]):
         *,
         tool_choice: ToolChoice | None = None,
         hints: AgentHints | None = None,
+        usage_limits: UsageLimits | None = None,
+        session: Session | None = None,
     ) -> AgentStream[OutputT]:
         """Run the agent, yielding typed events as they happen.
 
-        Use it as ``async with agent.stream(p) as events: async for event in events: ...``;
-        plain ``async for event in agent.stream(p)`` works too when the loop runs to the end.
-        Leaving the ``async with`` block early stops the run: the model request is aborted
-        and running tools are cancelled. ``tool_choice`` overrides the agent's for this run.
+        Use it as ``async with agent.stream(p) as events: async for event in events: ...``,
+        or as a plain ``async for event in agent.stream(p)``. Leaving either early (``break``,
+        an exception) stops the run: the model request is aborted and running tools are
+        cancelled. A run cancelled from any task surfaces as cancelled, never as a stream that
+        ended. ``tool_choice`` and ``usage_limits`` override the agent's for this run.
+
+        With a ``session`` (:mod:`agentkit.sessions`) the run continues the stored
+        conversation, ``prompt`` appended as its new user message, and writes each model turn
+        to the session once the turn and its tools are complete (one atomic write per turn);
+        runs on one session in this process take turns.
         """
         if tool_choice is None:
             tool_choice = self.tool_choice
         else:
             self._check_tool_choice(tool_choice)
         return AgentStream(
-            self, self._start_transcript(prompt), tool_choice=tool_choice, hints=hints
+            self,
+            self._start_transcript(prompt),
+            tool_choice=tool_choice,
+            hints=hints,
+            usage_limits=usage_limits,
+            session=session,
         )
 
     async def run(
@@ -294,9 +341,17 @@ class Agent(Generic[OutputT]):
         *,
         tool_choice: ToolChoice | None = None,
         hints: AgentHints | None = None,
+        usage_limits: UsageLimits | None = None,
+        session: Session | None = None,
     ) -> RunResult[OutputT]:
         """Run the agent to completion and return its result (see :meth:`stream`)."""
-        stream = self.stream(prompt, tool_choice=tool_choice, hints=hints)
+        stream = self.stream(
+            prompt,
+            tool_choice=tool_choice,
+            hints=hints,
+            usage_limits=usage_limits,
+            session=session,
+        )
         return await stream._run_unobserved()
 
     def resume_stream(
@@ -305,11 +360,16 @@ class Agent(Generic[OutputT]):
         decisions: Mapping[str, Approve | Deny],
         *,
         hints: AgentHints | None = None,
+        session: Session | None = None,
     ) -> AgentStream[OutputT]:
         """Continue a paused run, as a stream (see :meth:`resume`)."""
         resumption = Resumption(state, decisions, profile=self.profile.name)
         return AgentStream(
-            self, state.transcript.model_copy(deep=True), hints=hints, resume=resumption
+            self,
+            state.transcript.model_copy(deep=True),
+            hints=hints,
+            resume=resumption,
+            session=session,
         )
 
     async def resume(
@@ -318,12 +378,15 @@ class Agent(Generic[OutputT]):
         decisions: Mapping[str, Approve | Deny],
         *,
         hints: AgentHints | None = None,
+        session: Session | None = None,
     ) -> RunResult[OutputT]:
         """Continue a paused run: settle each pending call by its decision (keyed by call
         id), append the paused turn's results in call order, and go on from the next turn.
         ``state`` may come from another process (:meth:`RunState.from_json`); this agent
-        needs the same profile and tools."""
-        return await self.resume_stream(state, decisions, hints=hints)._run_unobserved()
+        needs the same profile and tools. A run paused on a ``session`` resumes on it (its
+        stored conversation must still be the start of the state's transcript)."""
+        stream = self.resume_stream(state, decisions, hints=hints, session=session)
+        return await stream._run_unobserved()
 
     async def side_query(
         self,
@@ -396,11 +459,18 @@ class AgentStream(Generic[OutputT]):
         tool_choice: ToolChoice = "auto",
         hints: AgentHints | None = None,
         resume: Resumption | None = None,
+        usage_limits: UsageLimits | None = None,
+        session: Session | None = None,
     ) -> None:
         self._agent = agent
+        self._budget = RunBudget(agent.usage_limits if usage_limits is None else usage_limits)
         self._tool_choice = tool_choice
         self._hints = hints or agent.hints
         self.transcript = transcript
+        self._session: SessionRun | None = (
+            None if session is None else session.open_run(transcript, resumed=resume is not None)
+        )
+        """The run's hold on its session: loads into ``transcript``, saves each turn."""
         self.run_id = resume.state.run_id if resume else f"run_{uuid.uuid4().hex[:16]}"
         self._usage: list[TurnUsage] = list(resume.state.usage) if resume else []
         self._resume = resume
@@ -412,7 +482,15 @@ class AgentStream(Generic[OutputT]):
         self._task_group: TaskGroup | None = None
         self._channel: EventChannel[AgentEvent] | None = None
         self._done = False
-        self._prompts = PromptBuilder(
+        self._cancelled = False
+        self._prompts = self._new_prompts()
+        self._trace = run_trace(
+            agent.instrument, run_id=self.run_id, engine=agent.engine, profile=agent.profile.name
+        )
+
+    def _new_prompts(self) -> PromptBuilder:
+        agent = self._agent
+        return PromptBuilder(
             agent.profile,
             agent.engine,
             agent.registry.specs(),
@@ -427,6 +505,8 @@ class AgentStream(Generic[OutputT]):
         if self._error is not None:
             raise self._error
         if self._result is None:
+            if self._cancelled:
+                raise self._cancellation()
             raise RuntimeError("the run has not finished: consume the stream first")
         return self._result
 
@@ -459,11 +539,16 @@ class AgentStream(Generic[OutputT]):
             self._channel.discard()
 
     def __aiter__(self) -> AsyncIterator[AgentEvent]:
-        if self._task_group is None:
-            return self._owned_iteration()
-        return self._events()
+        if self._task_group is not None:
+            return self._events()
+        if detached_supported():
+            # Plain ``async for`` without ``async with``: see agentkit._detached.
+            return DetachedIteration(self._produce, self._end_of_stream, name=self.run_id)
+        return self._owned_iteration()
 
     async def _owned_iteration(self) -> AsyncIterator[AgentEvent]:
+        # Outside asyncio only: correct when the loop runs to its end (a ``break`` leaves the
+        # generator to be finalised in another task).
         async with self:
             async for event in self._events():
                 yield event
@@ -477,9 +562,28 @@ class AgentStream(Generic[OutputT]):
             except anyio.EndOfStream:
                 break
             yield event
-        self._done = True
+        await self._end_of_stream()
+
+    async def _end_of_stream(self) -> None:
+        """The producer closed the channel: end the iteration the way the run ended.
+
+        A producer that ended with neither a result nor an error was cancelled (or crashed,
+        which cancels the task group, the consumer's scope included). The consumer may have
+        drained the queue without reaching a checkpoint, so it checks its own scope here and
+        raises that cancellation; a consumer outside the cancelled scope gets
+        :class:`~agentkit.errors.RunCancelled`. A cancelled run never ends looking finished.
+        """
         if self._error is not None:
+            self._done = True
             raise self._error
+        if self._result is not None:
+            self._done = True
+            return
+        await anyio.lowlevel.checkpoint()
+        raise self._cancellation()
+
+    def _cancellation(self) -> RunCancelled:
+        return RunCancelled("the run was cancelled before it finished", transcript=self.transcript)
 
     async def _run_unobserved(self) -> RunResult[OutputT]:
         """The whole run in the caller's task, its events dropped: what :meth:`Agent.run`
@@ -493,26 +597,39 @@ class AgentStream(Generic[OutputT]):
 
     async def _produce(self, send: EventChannel[AgentEvent]) -> None:
         try:
-            self._result = await self._loop(send)
+            async with (
+                self._session or nullcontext(),  # the session's lock, for the whole run
+                self._agent.registry.running(),  # toolsets (MCP servers) started and listed
+            ):
+                with bind_run(self.run_id), self._trace.run():  # logs' run_id; spans
+                    self._result = await self._loop(send)
         except AgentkitError as error:
             if isinstance(error, RunError) and error.transcript is None:
                 error.transcript = self.transcript
             self._error = error
+        except anyio.get_cancelled_exc_class():
+            self._cancelled = True
+            raise
         finally:
             send.close()
 
     async def _loop(self, send: EventChannel[AgentEvent]) -> RunResult[OutputT]:
         agent = self._agent
         schemas = agent.registry.schemas()
+        if agent.registry.toolsets:  # their tools are listed only now: the prompt offers them
+            self._prompts = self._new_prompts()
+        self._budget.start()
         first = 1
         if self._resume is not None:
             results = await self._resume.settle(agent.dispatcher, send.send, self._for_context)
             self.transcript.append(Message(role="tool", content=list(results)))
             first = self._resume.state.turns + 1
+            await self._save_turn()
         for turn in range(first, agent.max_turns + 1):
             message = await self._turn(turn, send, schemas)
             if self._held is not None:
                 return await self._pause(turn, send, *self._held)
+            await self._save_turn()
             if not message.tool_calls:
                 output_text = message.text
                 output = self._output.check(output_text, last_turn=turn == agent.max_turns)
@@ -535,6 +652,13 @@ class AgentStream(Generic[OutputT]):
                     run_id=self.run_id,
                 )
         raise MaxTurnsExceeded(agent.max_turns, transcript=self.transcript)
+
+    async def _save_turn(self) -> None:
+        """Write the turn just completed (its assistant message, its tool results, and the
+        user messages before it) to the run's session, in one transaction. Called only once a
+        turn's tools have all finished: a turn cut short is never written."""
+        if self._session is not None:
+            await self._session.save()
 
     async def _pause(
         self,
@@ -578,6 +702,8 @@ class AgentStream(Generic[OutputT]):
         choice = self._tool_choice if turn == 1 else "auto"
         parser = profile.new_parser(schemas, tool_calls=choice != "none", thinking=agent.thinking)
         prompt = self._prompts.next_prompt(self.transcript)
+        budget = self._budget
+        budget.before_request(None if prompt.token_ids is None else len(prompt.token_ids))
         if prompt.compaction is not None:
             c = prompt.compaction
             await send.send(
@@ -601,7 +727,7 @@ class AgentStream(Generic[OutputT]):
         request = GenerationRequest(
             prompt=prompt.text,
             prompt_token_ids=prompt.token_ids,
-            max_tokens=agent.max_tokens,
+            max_tokens=budget.max_tokens(agent.max_tokens),
             temperature=agent.temperature,
             stop=profile.stop,
             request_id=f"{self.run_id}-{turn}",
@@ -610,13 +736,15 @@ class AgentStream(Generic[OutputT]):
                 self.run_id, turn, tuple(self.transcript), agent.registry.specs(), choice
             ),
         )
+        chat = self._trace.chat(turn, request)
         token_ids: list[int] = []
         usage = Usage()
         finish_reason = "stop"
         failure: EngineError | None = None
 
         async with (
-            agent.dispatcher.turn(on_result=send.send) as tools,
+            budget.tools(),  # outermost: the run's deadline cancels the turn's tools
+            agent.dispatcher.turn(on_result=send.send, trace=chat.tool_tracer) as tools,
             agent.approvals.turn(tools, send.send) as gate,
         ):
 
@@ -624,12 +752,17 @@ class AgentStream(Generic[OutputT]):
                 # The channel is unbounded: sending never blocks, and not yielding to the event
                 # loop once per event keeps the per-token cost down (the engine's stream yields).
                 for event in events:
-                    if isinstance(event, ToolCallComplete):
+                    if isinstance(event, ToolCallComplete) and budget.allow_call():
                         gate.start(event)  # runs it now, or asks about it, or holds it
                     send.send_nowait(event)
 
             try:
-                async with aclosing(agent.engine.generate(request)) as chunks:
+                # The deadline's scope is outside aclosing: the request is aborted, then the
+                # turn goes on to keep what was produced.
+                async with (
+                    budget.generation(),
+                    aclosing(agent.engine.generate(request)) as chunks,
+                ):
                     async for chunk in chunks:
                         if chunk.text:
                             publish(parser.feed(chunk.text))
@@ -637,16 +770,25 @@ class AgentStream(Generic[OutputT]):
                         if chunk.finish_reason is not None:
                             finish_reason = chunk.finish_reason
                             usage = chunk.usage or usage
+                        budget.on_chunk(chunk)
+                        if budget.stop is not None:
+                            break  # a limit is reached: aborts the request
             except EngineError as error:
                 failure = error
                 finish_reason = "error"
-            # Whatever the model produced so far is kept, even when the engine failed.
+            if budget.stop is not None and finish_reason == "stop":
+                finish_reason = "abort"
+            budget.arm_tools()
+            # Whatever the model produced so far is kept, even when the engine failed; a
+            # turn cut short before any output leaves no empty message behind.
             publish(parser.finish())
             message = Message(
                 role="assistant", content=list(parser.blocks), token_ids=token_ids or None
             )
-            self.transcript.append(message)
-            self._prompts.record(self.transcript, message)
+            if message.content or (failure is None and budget.stop is None):
+                self.transcript.append(message)
+                self._prompts.record(self.transcript, message)
+            agent.format_watch.check(message, tools_offered=choice != "none")
             turn_usage = TurnUsage(
                 prompt_tokens=usage.prompt_tokens,
                 cached_prompt_tokens=usage.cached_prompt_tokens,
@@ -654,6 +796,10 @@ class AgentStream(Generic[OutputT]):
                 time_to_first_token_s=usage.time_to_first_token_s,
             )
             self._usage.append(turn_usage)
+            budget.end_turn(usage, finish_reason)
+            chat.end(
+                finish_reason=finish_reason, usage=turn_usage, message=message, failure=failure
+            )
             if failure is None:
                 await send.send(
                     TurnComplete(
@@ -662,10 +808,14 @@ class AgentStream(Generic[OutputT]):
                         tool_calls=len(message.tool_calls),
                         usage=turn_usage,
                         prompt_rebuilt=prompt.rebuilt,
+                        duration_s=time.perf_counter() - started,
                     )
                 )
         results = [self._for_context(r) for r in gate.results(tools.results)]
-        if gate.held and failure is None:
+        stop = budget.stop if failure is None else None
+        if stop is not None:
+            results = budget.settle_calls(message.tool_calls, results)
+        if gate.held and failure is None and stop is None:
             self._held = (gate.held, results)  # the tool message waits for the decisions
         elif results:
             self.transcript.append(Message(role="tool", content=list(results)))
@@ -684,6 +834,9 @@ class AgentStream(Generic[OutputT]):
         if failure is not None:
             failure.transcript = self.transcript
             raise failure
+        if stop is not None:
+            stop.transcript = self.transcript
+            raise stop
         return message
 
     def _for_context(self, result: ToolResultBlock) -> ToolResultBlock:

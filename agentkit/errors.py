@@ -26,6 +26,8 @@ Two kinds of failure matter to an agent and are kept apart:
         │   └── ScriptExhaustedError  a ScriptedEngine received more requests than outputs
         ├── MaxTurnsExceeded        the model was still calling tools after ``max_turns`` turns
         ├── OutputValidationError   the final answer still failed ``output_type`` after retries
+        ├── UsageLimitExceeded      a run's budget (``UsageLimits``) ran out; names the limit
+        ├── RunCancelled            the run was cancelled outside the task reading its events
         └── ContextWindowExceeded   the prompt does not fit even after compaction
 """
 
@@ -45,6 +47,7 @@ __all__ = [
     "MalformedToolCallError",
     "MaxTurnsExceeded",
     "OutputValidationError",
+    "RunCancelled",
     "RunError",
     "ScriptExhaustedError",
     "ToolArgumentsError",
@@ -52,6 +55,7 @@ __all__ = [
     "ToolExecutionError",
     "ToolTimeoutError",
     "UnknownToolError",
+    "UsageLimitExceeded",
 ]
 
 
@@ -172,6 +176,40 @@ class OutputValidationError(RunError):
         self.raw = raw
         self.problems = problems
         self.attempts = attempts
+
+
+class UsageLimitExceeded(RunError):
+    """A limit of the run's :class:`~agentkit.budgets.UsageLimits` was reached.
+
+    ``limit`` names it (``"output_tokens"``, ``"total_tokens"``, ``"tool_calls"``, ``"turns"``
+    or ``"wall_time_s"``, the field's name); ``value`` is the usage that crossed it (or would
+    have: the call not run, the request not started) and ``maximum`` the limit. The
+    transcript keeps everything produced before the run stopped, the cut-short turn included.
+    """
+
+    def __init__(
+        self,
+        limit: str,
+        value: float,
+        maximum: float,
+        *,
+        transcript: Transcript | None = None,
+    ) -> None:
+        super().__init__(
+            f"usage limit {limit}={maximum:g} reached ({value:g}); the run was stopped "
+            "(raise the limit in UsageLimits, or continue from the error's transcript)",
+            transcript=transcript,
+        )
+        self.limit = limit
+        self.value = value
+        self.maximum = maximum
+
+
+class RunCancelled(RunError):
+    """The run was cancelled by a task other than the one reading its events (the task that
+    entered ``async with agent.stream(...)`` left it, or was cancelled). A consumer whose own
+    scope was cancelled gets that cancellation instead; either way a cancelled run never ends
+    looking finished."""
 
 
 class ContextWindowExceeded(RunError):

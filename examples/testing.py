@@ -49,7 +49,7 @@ def shopkeeper(request: ScriptedCall) -> str:
 
 async def decide_from_the_transcript() -> None:
     engine = FunctionEngine(shopkeeper)
-    agent = agentkit.Agent(engine, tools=[stock])
+    agent = agentkit.Agent(engine, tools=[stock], profile="qwen3")
     result = await agent.run("Do you have pears?")
     assert result.output_text == "Sorry, no pears left."
     (assistant, tool_message, _) = result.transcript.messages[1:]
@@ -60,14 +60,14 @@ async def decide_from_the_transcript() -> None:
 
 async def assert_on_constraints() -> None:
     engine = FunctionEngine(shopkeeper)
-    agent = agentkit.Agent(engine, tools=[stock], tool_choice="required")
+    agent = agentkit.Agent(engine, tools=[stock], tool_choice="required", profile="qwen3")
     await agent.run("Do you have apples?")
     first, second = engine.calls
     assert (first.tool_choice, second.tool_choice) == ("required", "auto")
     assert first.constraints.names == ("structured_outputs.structural_tag",)
     # A script that answers in prose where the grammar forces a call is a broken test.
     prose = agentkit.Agent(
-        ScriptedEngine(["We have apples."]), tools=[stock], tool_choice="required"
+        ScriptedEngine(["We have apples."]), tools=[stock], tool_choice="required", profile="qwen3"
     )
     caught: ConstraintViolationError | None = None
     try:
@@ -81,7 +81,7 @@ async def assert_on_constraints() -> None:
 
 async def script_each_run() -> None:
     engine = ScriptedEngine.per_run([call("stock", item="apples"), "We have 12 apples."])
-    agent = agentkit.Agent(engine, tools=[stock])
+    agent = agentkit.Agent(engine, tools=[stock], profile="qwen3")
     answers: list[str] = []
 
     async def ask() -> None:

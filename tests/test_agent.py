@@ -126,7 +126,7 @@ async def test_bad_model_output_becomes_error_results_and_the_run_goes_on() -> N
         + '<tool_call>\n{"name": "add", "arguments": {"a": 4',
         "Recovered.",
     ]
-    agent = agentkit.Agent(engine=ScriptedEngine(script), tools=[add])
+    agent = agentkit.Agent(engine=ScriptedEngine(script), tools=[add], profile="qwen3")
     result = await agent.run("add things")
 
     assistant, tools = result.transcript.messages[1], result.transcript.messages[2]
@@ -154,7 +154,7 @@ async def test_second_prompt_extends_first_prompt_with_the_exact_output() -> Non
 
     first = "<think>\nplan\n</think>\n\n" + hermes("echo", text="hi")
     engine = ScriptedEngine([first, "bye"])
-    agent = agentkit.Agent(engine=engine, tools=[echo], system="be brief")
+    agent = agentkit.Agent(engine=engine, tools=[echo], system="be brief", profile="qwen3")
     await agent.run("hello")
 
     p1, p2 = (r.prompt for r in engine.requests)
@@ -171,7 +171,7 @@ async def test_max_turns_keeps_the_transcript() -> None:
         return "pong"
 
     engine = ScriptedEngine([hermes("ping"), hermes("ping")])
-    agent = agentkit.Agent(engine=engine, tools=[ping], max_turns=2)
+    agent = agentkit.Agent(engine=engine, tools=[ping], max_turns=2, profile="qwen3")
     with pytest.raises(MaxTurnsExceeded) as info:
         await agent.run("loop")
     assert info.value.transcript is not None
@@ -185,17 +185,18 @@ async def test_exhausted_script_is_a_typed_error_with_the_transcript() -> None:
         """Ping."""
         return "pong"
 
-    agent = agentkit.Agent(engine=ScriptedEngine([hermes("ping")]), tools=[ping])
+    agent = agentkit.Agent(engine=ScriptedEngine([hermes("ping")]), tools=[ping], profile="qwen3")
     with pytest.raises(ScriptExhaustedError) as info:
         await agent.run("go")
     transcript = info.value.transcript
     assert transcript is not None
-    assert [m.role for m in transcript.messages] == ["user", "assistant", "tool", "assistant"]
+    # The failed request produced nothing: no empty assistant message is left behind.
+    assert [m.role for m in transcript.messages] == ["user", "assistant", "tool"]
 
 
 async def test_engine_failure_mid_stream_keeps_what_was_produced() -> None:
     engine = ScriptedEngine([["<think>", "half a thought", RuntimeError("GPU fell over")]])
-    agent = agentkit.Agent(engine=engine)
+    agent = agentkit.Agent(engine=engine, profile="qwen3")
     with pytest.raises(EngineError, match="GPU fell over") as info:
         await agent.run("go")
     assert info.value.transcript is not None
@@ -216,7 +217,7 @@ async def test_leaving_the_stream_early_aborts_generation_and_tools() -> None:
         return "unreachable"
 
     engine = CountingEngine(ScriptedEngine([hermes("slow") + " and more" * 50], token_delay=0.001))
-    agent = agentkit.Agent(engine=engine, tools=[slow])
+    agent = agentkit.Agent(engine=engine, tools=[slow], profile="qwen3")
     async with agent.stream("go") as events:
         async for event in events:
             if event.type == "tool_call_complete":
@@ -226,7 +227,7 @@ async def test_leaving_the_stream_early_aborts_generation_and_tools() -> None:
 
 
 async def test_plain_async_for_runs_to_completion() -> None:
-    agent = agentkit.Agent(engine=ScriptedEngine(["<think>a</think>Hi there"]))
+    agent = agentkit.Agent(engine=ScriptedEngine(["<think>a</think>Hi there"]), profile="qwen3")
     types = [event.type async for event in agent.stream("hi")]
     assert types[0] == "reasoning_delta"
     assert types[-2:] == ["turn_complete", "run_complete"]
@@ -234,7 +235,9 @@ async def test_plain_async_for_runs_to_completion() -> None:
 
 
 async def test_usage_and_json_round_trip() -> None:
-    agent = agentkit.Agent(engine=ScriptedEngine(["<think>x</think>" + "word " * 10]))
+    agent = agentkit.Agent(
+        engine=ScriptedEngine(["<think>x</think>" + "word " * 10]), profile="qwen3"
+    )
     result = await agent.run("count")
     assert result.usage.output_tokens > 0
     assert result.usage.prompt_tokens > 0
@@ -271,7 +274,9 @@ async def test_tool_timeout_becomes_an_error_result() -> None:
         await anyio.sleep_forever()
         return "never"
 
-    agent = agentkit.Agent(engine=ScriptedEngine([hermes("hang"), "gave up"]), tools=[hang])
+    agent = agentkit.Agent(
+        engine=ScriptedEngine([hermes("hang"), "gave up"]), tools=[hang], profile="qwen3"
+    )
     result = await agent.run("go")
     outcome = result.transcript.messages[2].content[0]
     assert isinstance(outcome, ToolResultBlock)
@@ -287,7 +292,9 @@ async def test_one_structured_log_record_per_turn_and_per_tool_call(
         """Ping."""
         return "pong"
 
-    agent = agentkit.Agent(engine=ScriptedEngine([hermes("ping"), "ok"]), tools=[ping])
+    agent = agentkit.Agent(
+        engine=ScriptedEngine([hermes("ping"), "ok"]), tools=[ping], profile="qwen3"
+    )
     with caplog.at_level(logging.INFO, logger="agentkit"):
         await agent.run("go")
     turns = [r for r in caplog.records if "event='turn'" in r.getMessage()]

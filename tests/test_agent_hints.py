@@ -18,7 +18,7 @@ def engine(outputs: list[str]) -> TokenizedScriptedEngine:
 
 async def test_priority_hints_per_agent_and_per_run() -> None:
     scripted = engine(["one", "two"])
-    agent = agentkit.Agent(scripted, hints=agentkit.AgentHints(priority=-5))
+    agent = agentkit.Agent(scripted, hints=agentkit.AgentHints(priority=-5), profile="qwen3")
     await agent.run("a")
     await agent.run("b", hints=agentkit.AgentHints(priority=3, latency_sensitive=True))
     first, second = scripted.requests
@@ -28,7 +28,7 @@ async def test_priority_hints_per_agent_and_per_run() -> None:
 
 async def test_side_queries_reuse_the_prompt_and_leave_the_transcript_alone() -> None:
     scripted = engine(["Paris is sunny.", '{"title": "Weather in Paris"}'])
-    agent = agentkit.Agent(scripted, system="Be brief.")
+    agent = agentkit.Agent(scripted, system="Be brief.", profile="qwen3")
     result = await agent.run("Weather in Paris?")
     before = result.transcript.model_dump()
     title = await agent.side_query("title", transcript=result.transcript)

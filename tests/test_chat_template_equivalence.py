@@ -367,7 +367,7 @@ async def test_qwen3_incremental_prompts_are_the_chat_template() -> None:
             "c is unknown.",
         ]
     )
-    agent = agentkit.Agent(engine=engine, tools=[lookup], system="You are terse.")
+    agent = agentkit.Agent(engine=engine, tools=[lookup], system="You are terse.", profile="qwen3")
     tools = agent.registry.specs()
     first = await agent.run("Look up a and b, then tell me the sum.")
     assert first.transcript.messages[-1].text == "The sum is 3."
@@ -399,7 +399,11 @@ async def test_qwen3_incremental_prompts_are_the_chat_template() -> None:
     # the same text as the template's, plus exactly the blocks the template drops.
     engine_keep = TokenEngine([think("c is unknown.") + hermes("lookup", key="c"), "c is unknown."])
     keep = agentkit.Agent(
-        engine=engine_keep, tools=[lookup], system="You are terse.", replay="keep_all"
+        engine=engine_keep,
+        tools=[lookup],
+        system="You are terse.",
+        replay="keep_all",
+        profile="qwen3",
     )
     kept = await keep.run(follow_up)
     earlier = [think("I need both."), think("Check a again, in depth."), think("1 + 2 = 3.")]

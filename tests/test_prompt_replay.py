@@ -71,7 +71,7 @@ async def test_each_prompt_is_the_previous_prompt_plus_the_generated_tokens() ->
         ("Both looked up.", "stop"),
     ]
     engine = TokenEngine(outputs)
-    agent = agentkit.Agent(engine=engine, tools=[lookup], system="sys")
+    agent = agentkit.Agent(engine=engine, tools=[lookup], system="sys", profile="qwen3")
     result = await agent.run("look a and b up")
 
     r1, _, r3 = engine.requests
@@ -94,7 +94,7 @@ async def test_each_prompt_is_the_previous_prompt_plus_the_generated_tokens() ->
 
 async def test_engines_without_a_tokenizer_get_text_prompts() -> None:
     engine = ScriptedEngine([hermes("lookup", key="a"), "done"])
-    agent = agentkit.Agent(engine=engine, tools=[lookup])
+    agent = agentkit.Agent(engine=engine, tools=[lookup], profile="qwen3")
     await agent.run("go")
     assert all(r.prompt_token_ids is None for r in engine.requests)
     p1, p2 = (r.prompt for r in engine.requests)
@@ -109,13 +109,13 @@ async def test_request_options_reach_the_engine_per_turn() -> None:
         seen.append(len(transcript.messages))
         return {"seed": turn}
 
-    agent = agentkit.Agent(engine=engine, tools=[lookup], request_options=options)
+    agent = agentkit.Agent(engine=engine, tools=[lookup], request_options=options, profile="qwen3")
     await agent.run("go")
     assert [r.extra for r in engine.requests] == [{"seed": 1}, {"seed": 2}]
     assert seen == [1, 3]
 
     fixed = ScriptedEngine(["ok"])
-    await agentkit.Agent(engine=fixed, request_options={"priority": 5}).run("go")
+    await agentkit.Agent(engine=fixed, request_options={"priority": 5}, profile="qwen3").run("go")
     assert fixed.requests[0].extra == {"priority": 5}
 
 

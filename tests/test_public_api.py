@@ -36,6 +36,8 @@ def test_top_level_exports() -> None:
         "ToolError",
         "ToolResultBlock",
         "Transcript",
+        "UsageLimitExceeded",
+        "UsageLimits",
         "VLLMEngine",
         "__version__",
         "get_profile",

@@ -177,9 +177,9 @@ def test_check_replay_command(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_template_native_needs_the_models_own_template() -> None:
     with pytest.raises(ConfigurationError, match="template_native"):
-        agentkit.Agent(ScriptedEngine([]), replay="template_native")
+        agentkit.Agent(ScriptedEngine([]), replay="template_native", profile="qwen3")
     with pytest.raises(ConfigurationError, match="unknown reasoning-replay policy"):
-        agentkit.Agent(ScriptedEngine([]), replay="sometimes")  # type: ignore[arg-type]
+        agentkit.Agent(ScriptedEngine([]), replay="sometimes", profile="qwen3")  # type: ignore[arg-type]
 
 
 # --- truncation -------------------------------------------------------------------------
@@ -203,7 +203,9 @@ def listing(n: int) -> str:
 
 async def test_truncation_cuts_what_the_model_sees_and_the_caller_gets_everything() -> None:
     engine = ScriptedEngine([hermes("listing", n=100), "Done."])
-    agent = agentkit.Agent(engine, tools=[listing], truncation={"mode": "lines", "limit": 4})
+    agent = agentkit.Agent(
+        engine, tools=[listing], truncation={"mode": "lines", "limit": 4}, profile="qwen3"
+    )
     events = []
     async with agent.stream("list") as stream:
         async for event in stream:
@@ -251,7 +253,9 @@ async def test_bytes_truncation_never_splits_a_character_and_profiles_carry_a_po
 
 def test_token_truncation_needs_a_tokenizer() -> None:
     with pytest.raises(ConfigurationError, match="tokenizer"):
-        agentkit.Agent(ScriptedEngine([]), truncation={"mode": "tokens", "limit": 10})
+        agentkit.Agent(
+            ScriptedEngine([]), truncation={"mode": "tokens", "limit": 10}, profile="qwen3"
+        )
 
 
 # --- context compaction -----------------------------------------------------------------

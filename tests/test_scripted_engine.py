@@ -108,7 +108,7 @@ def call(name: str, **arguments: object) -> str:
 
 async def test_each_agent_request_is_recorded_with_its_run_turn_and_tool_choice() -> None:
     engine = ScriptedEngine([call("lookup", city="Oslo"), "Oslo is cold."])
-    agent = agentkit.Agent(engine, tools=[lookup], tool_choice="required")
+    agent = agentkit.Agent(engine, tools=[lookup], tool_choice="required", profile="qwen3")
     result = await agent.run("Tell me about Oslo")
     first, second = engine.calls
     assert [c.request for c in engine.calls] == engine.requests
@@ -135,7 +135,7 @@ async def test_requests_without_a_context_are_counted_as_one_run() -> None:
 
 
 async def run_two_at_once(engine: ScriptedEngine) -> list[agentkit.RunResult]:
-    agent = agentkit.Agent(engine, tools=[lookup])
+    agent = agentkit.Agent(engine, tools=[lookup], profile="qwen3")
     results: dict[str, agentkit.RunResult] = {}
 
     async def one(city: str) -> None:
@@ -181,7 +181,7 @@ async def test_per_conversation_scripts_are_chosen_from_the_conversation() -> No
     oslo, rome = await run_two_at_once(engine)
     assert (oslo.output_text, rome.output_text) == ("Oslo: cold.", "Rome: warm.")
     with pytest.raises(ScriptExhaustedError, match="no script for conversation 'Paris'"):
-        await agentkit.Agent(engine).run("Paris")
+        await agentkit.Agent(engine, profile="qwen3").run("Paris")
 
 
 async def test_per_conversation_with_a_key_of_ones_own() -> None:
@@ -189,17 +189,17 @@ async def test_per_conversation_with_a_key_of_ones_own() -> None:
         {"short": ["brief"], "long": ["at length"]},
         key=lambda c: "short" if len(c.first_user_text or "") < 5 else "long",
     )
-    agent = agentkit.Agent(engine)
+    agent = agentkit.Agent(engine, profile="qwen3")
     assert (await agent.run("hi")).output_text == "brief"
     assert (await agent.run("hello there")).output_text == "at length"
 
 
 async def test_running_out_says_so_per_run_and_hints_at_sharing() -> None:
-    agent = agentkit.Agent(ScriptedEngine.per_run(["one"]))
+    agent = agentkit.Agent(ScriptedEngine.per_run(["one"]), profile="qwen3")
     await agent.run("x")
     await agent.run("y")  # a new run, a new copy
     with pytest.raises(ScriptExhaustedError, match="turn 1 of run"):
-        await agentkit.Agent(ScriptedEngine.per_run([])).run("x")
+        await agentkit.Agent(ScriptedEngine.per_run([]), profile="qwen3").run("x")
     shared = ScriptedEngine([call("lookup", city="a"), call("lookup", city="b")])
     with pytest.raises(ExceptionGroup) as caught:
         await run_two_at_once(shared)
@@ -211,7 +211,7 @@ async def test_running_out_says_so_per_run_and_hints_at_sharing() -> None:
 
 async def test_output_a_constrained_model_could_not_write_fails_the_run() -> None:
     engine = ScriptedEngine(["Sure: " + call("lookup", city="Oslo")])
-    agent = agentkit.Agent(engine, tools=[lookup], tool_choice="none")
+    agent = agentkit.Agent(engine, tools=[lookup], tool_choice="none", profile="qwen3")
     with pytest.raises(ConstraintViolationError) as caught:
         await agent.run("x")
     assert caught.value.constraint == "bad_words"
@@ -221,7 +221,9 @@ async def test_output_a_constrained_model_could_not_write_fails_the_run() -> Non
 async def test_constraints_can_be_recorded_only() -> None:
     output = "Sure: " + call("lookup", city="Oslo")
     engine = ScriptedEngine([output], check_constraints=False)
-    result = await agentkit.Agent(engine, tools=[lookup], tool_choice="none").run("x")
+    result = await agentkit.Agent(engine, tools=[lookup], tool_choice="none", profile="qwen3").run(
+        "x"
+    )
     assert result.output_text == output
     assert engine.calls[0].constraints.bad_words == ("<tool_call>",)
 

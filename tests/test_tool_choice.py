@@ -210,7 +210,9 @@ def structural_tag(extra: dict[str, Any]) -> dict[str, Any]:
 
 async def test_required_constrains_the_first_turn_only() -> None:
     engine = ScriptedEngine([call("clock"), "It is noon."])
-    agent = agentkit.Agent(engine, tools=[get_weather, clock], tool_choice="required")
+    agent = agentkit.Agent(
+        engine, tools=[get_weather, clock], tool_choice="required", profile="qwen3"
+    )
     result = await agent.run("time?")
     assert result.output_text == "It is noon."
     first, second = engine.requests
@@ -223,7 +225,7 @@ async def test_required_constrains_the_first_turn_only() -> None:
     assert second.extra == {}
     # The prompt does not depend on the choice: the prefix cache is unaffected.
     plain = ScriptedEngine([call("clock"), "It is noon."])
-    await agentkit.Agent(plain, tools=[get_weather, clock]).run("time?")
+    await agentkit.Agent(plain, tools=[get_weather, clock], profile="qwen3").run("time?")
     assert [r.prompt for r in plain.requests] == [r.prompt for r in engine.requests]
 
 
@@ -250,7 +252,7 @@ async def test_none_keeps_call_markup_as_text_and_runs_nothing() -> None:
     output = "Sure: " + call("probe")
     # An engine that ignores bad_words, to show the parser still runs nothing.
     engine = ScriptedEngine([output], check_constraints=False)
-    agent = agentkit.Agent(engine, tools=[probe], tool_choice="none")
+    agent = agentkit.Agent(engine, tools=[probe], tool_choice="none", profile="qwen3")
     result = await agent.run("go")
     assert ran == []
     assert engine.requests[0].extra == {"bad_words": ["<tool_call>"]}
@@ -262,9 +264,9 @@ async def test_none_keeps_call_markup_as_text_and_runs_nothing() -> None:
 async def test_invalid_choices_fail_before_any_request() -> None:
     engine = ScriptedEngine([])
     with pytest.raises(ConfigurationError, match="neither"):
-        agentkit.Agent(engine, tools=[clock], tool_choice="get_weather")
+        agentkit.Agent(engine, tools=[clock], tool_choice="get_weather", profile="qwen3")
     with pytest.raises(ConfigurationError, match="at least one tool"):
-        agentkit.Agent(engine, tool_choice="required")
+        agentkit.Agent(engine, tool_choice="required", profile="qwen3")
     pythonic = agentkit.Profile(
         name="p",
         description="",
@@ -273,7 +275,7 @@ async def test_invalid_choices_fail_before_any_request() -> None:
     )
     with pytest.raises(ConfigurationError, match="pythonic"):
         agentkit.Agent(engine, tools=[clock], profile=pythonic, tool_choice="required")
-    agent = agentkit.Agent(engine, tools=[clock])
+    agent = agentkit.Agent(engine, tools=[clock], profile="qwen3")
     with pytest.raises(ConfigurationError, match="neither"):
         agent.stream("x", tool_choice="nope")
     assert engine.requests == []
@@ -286,6 +288,7 @@ async def test_a_clash_with_request_options_is_a_typed_error() -> None:
         tools=[clock],
         tool_choice="required",
         request_options={"structured_outputs": {"regex": "x"}},
+        profile="qwen3",
     )
     with pytest.raises(ConfigurationError, match="structured_outputs"):
         await agent.run("x")
