@@ -29,7 +29,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentkit.parsing._nesting import loads
+from agentkit.parsing._values import loads
 
 __all__ = ["JsonObjectScanner", "JsonObjectStream", "MemberText", "ScanStep"]
 

@@ -26,7 +26,7 @@ from agentkit.parsing import ReasoningSyntax, StreamParser, create_parser
 from agentkit.parsing.reasoning import get_reasoning_syntax, reasoning_syntax_names
 from agentkit.parsing.tools import tool_syntax_names
 from agentkit.profiles import list_profiles
-from agentkit.transcript import ContentBlock
+from agentkit.transcript import ContentBlock, Message, Transcript
 
 __all__ = ["PAIRS", "PIECES", "Pair", "chunkings", "parse", "soup"]
 
@@ -142,6 +142,9 @@ JSON_PIECES = (
     "null",
     '"Pa',
     "{}",
+    '"\\ud800"',
+    "\\ud83d",
+    "\\ude00",
 )
 
 TEXT_PIECES = (
@@ -396,10 +399,15 @@ def _failure(pair: Pair, text: str, chunks: Sequence[str]) -> str | None:
         name = where.filename.rsplit("/", 1)[-1]
         return f"{type(error).__name__}: {error} @ {name}:{where.lineno}"
     try:
-        check(pair.make, text, chunks)
+        blocks = check(pair.make, text, chunks)
     except AssertionError as error:
         where = traceback.extract_tb(error.__traceback__)[-1]
         return f"invariant @ line {where.lineno}: {str(error)[:80]!r}"
+    transcript = Transcript(messages=[Message(role="assistant", content=blocks)])
+    try:
+        Transcript.model_validate_json(transcript.model_dump_json())
+    except Exception as error:
+        return f"the blocks cannot be saved: {type(error).__name__}"
     return None
 
 

@@ -31,9 +31,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentkit.parsing import create_parser
-from agentkit.parsing._nesting import MAX_DEPTH
+from agentkit.parsing._values import MAX_DEPTH
 from agentkit.parsing.tools._xml_values import ANY, convert_value
-from agentkit.transcript import Message, ToolCallBlock, Transcript
+from agentkit.transcript import ContentBlock, Message, ToolCallBlock, Transcript
 
 # -- regressions ----------------------------------------------------------------------------
 
@@ -173,8 +173,25 @@ def test_arguments_of_ordinary_depth_still_parse(tools: str) -> None:
     assert value == []
 
 
-def _serialises(call: ToolCallBlock) -> None:
-    transcript = Transcript(messages=[Message(role="assistant", content=[call])])
+@pytest.mark.parametrize("tools", list(DEEP_CALLS))
+def test_a_lone_surrogate_escape_is_refused(tools: str) -> None:
+    """``"\\ud800"`` (half of a pair the model never finished) decoded to a string that no
+    UTF-8 writer can encode: the transcript could not be saved, nor the call sent to a
+    client. It is an error call now (a tagged value: the text as written)."""
+    call = _parse_whole(tools, DEEP_CALLS[tools].replace("DEEP", '"\\ud800"'))
+    if call.error is not None:
+        assert "lone surrogate" in call.error
+        assert call.arguments == {}
+    else:
+        assert call.arguments == {"x": '"\\ud800"'}
+    _serialises(call)
+    if tools != "pythonic":  # in a Python literal, even a pair of escapes is two lone halves
+        pair = _parse_whole(tools, DEEP_CALLS[tools].replace("DEEP", '"\\ud83d\\ude00"'))
+        assert (pair.arguments, pair.error) == ({"x": "\U0001f600"}, None)
+
+
+def _serialises(*blocks: ContentBlock) -> None:
+    transcript = Transcript(messages=[Message(role="assistant", content=list(blocks))])
     assert Transcript.model_validate_json(transcript.model_dump_json()) == transcript
 
 
@@ -234,7 +251,7 @@ def _chunkings(draw: st.DrawFn, output: str) -> list[str]:
 @given(pair=st.sampled_from(PAIRS), data=st.data())
 def test_no_parser_raises_or_loses_text_under_any_chunking(pair: Pair, data: st.DataObject) -> None:
     output = data.draw(_outputs(pair), label="output")
-    check(pair.make, output, data.draw(_chunkings(output), label="chunks"))
+    _serialises(*check(pair.make, output, data.draw(_chunkings(output), label="chunks")))
 
 
 @pytest.mark.parametrize("pair", PAIRS, ids=str)
@@ -244,4 +261,4 @@ def test_every_pair_survives_its_own_soup(pair: Pair) -> None:
     index = PAIRS.index(pair)
     output = soup(random.Random(index), 12, pair.reasoning, pair.tools)
     check(pair.make, output, [output[:-1], output[-1:]])
-    check(pair.make, output, seeded_splits(output, index))
+    _serialises(*check(pair.make, output, seeded_splits(output, index)))

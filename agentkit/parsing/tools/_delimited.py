@@ -39,7 +39,7 @@ from agentkit.parsing._base import (
 )
 from agentkit.parsing._json_stream import JsonObjectScanner
 from agentkit.parsing._markers import partial_suffix_len
-from agentkit.parsing._nesting import loads
+from agentkit.parsing._values import loads
 from agentkit.transcript import ToolCallBlock
 
 __all__ = [

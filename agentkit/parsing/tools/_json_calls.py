@@ -27,7 +27,7 @@ from agentkit.parsing._base import (
 )
 from agentkit.parsing._json_stream import JsonObjectScanner
 from agentkit.parsing._markers import MISMATCH, Expect
-from agentkit.parsing._nesting import loads
+from agentkit.parsing._values import loads
 from agentkit.parsing.tools._ledger import RawLedger
 
 __all__ = ["JsonCallList", "JsonCallReader", "JsonCallSection", "ListStatus"]

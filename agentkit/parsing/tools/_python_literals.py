@@ -18,7 +18,7 @@ import unicodedata
 import warnings
 from typing import Any
 
-from agentkit.parsing._nesting import MAX_DEPTH, nesting_depth
+from agentkit.parsing._values import unfit_reason
 
 __all__ = ["LiteralScanner", "NotPythonic"]
 
@@ -214,8 +214,9 @@ class LiteralScanner:
                 value = ast.literal_eval(source)
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             return None, f"not a Python literal: {source[:80]!r}"
-        if nesting_depth(value) > MAX_DEPTH:
-            return None, f"the value is nested more than {MAX_DEPTH} levels deep"
+        reason = unfit_reason(value)
+        if reason is not None:
+            return None, reason
         try:
             return _jsonable(value), None
         except ValueError as exc:

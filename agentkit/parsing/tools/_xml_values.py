@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agentkit.parsing._base import JSONSchema
-from agentkit.parsing._nesting import check_depth
+from agentkit.parsing._values import check_value
 
 __all__ = [
     "ANY",
@@ -141,7 +141,7 @@ def convert_value(text: str, types: frozenset[str]) -> Any:
 
 def _parse(text: str) -> tuple[bool, Any]:
     try:
-        return True, check_depth(json.loads(text, parse_constant=_reject_constant))
+        return True, check_value(json.loads(text, parse_constant=_reject_constant))
     except (ValueError, RecursionError):
         pass
     if len(text) > _LITERAL_LIMIT or not text:
@@ -152,7 +152,7 @@ def _parse(text: str) -> tuple[bool, Any]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             literal = ast.literal_eval(text)
-        return True, check_depth(json.loads(json.dumps(literal, allow_nan=False)))
+        return True, check_value(json.loads(json.dumps(literal, allow_nan=False)))
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return False, None
 
