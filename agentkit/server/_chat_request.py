@@ -22,6 +22,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -77,26 +78,32 @@ class ConvertedChat:
 
 class ReplayIndex:
     """Turns served here, keyed by their OpenAI projection (see the module docstring): the
-    visible blocks to find the stored turn with in the :class:`TurnStore`."""
+    visible blocks to find the stored turn with in the :class:`TurnStore`.
+
+    Turns are remembered on the event loop and restored on the request-conversion threads,
+    so the index is locked (as the store is)."""
 
     def __init__(self, max_turns: int = 4096) -> None:
         self._max = max_turns
         self._blocks: OrderedDict[str, list[ContentBlock]] = OrderedDict()
+        self._lock = threading.Lock()
 
     def remember(self, message: Message) -> None:
         key = visible_key(projection(message))
         if key == visible_key(message.content):
             return  # the store finds it as it is
-        self._blocks[key] = list(message.content)
-        self._blocks.move_to_end(key)
-        while len(self._blocks) > self._max:
-            self._blocks.popitem(last=False)
+        with self._lock:
+            self._blocks[key] = list(message.content)
+            self._blocks.move_to_end(key)
+            while len(self._blocks) > self._max:
+                self._blocks.popitem(last=False)
 
     def restore(self, turns: TurnStore, blocks: Sequence[ContentBlock]) -> Message | None:
         stored = turns.restore(blocks)
         if stored is not None:
             return stored
-        original = self._blocks.get(visible_key(blocks))
+        with self._lock:
+            original = self._blocks.get(visible_key(blocks))
         return turns.restore(original) if original is not None else None
 
 

@@ -445,7 +445,7 @@ class InputConverter:
             raise ApiError(
                 "invalid_request_error",
                 f"{path}: {why}; this server cannot restore that reasoning (it was not sealed "
-                "by this server's key, or was altered). Start a new conversation, or run the "
+                "by this server's key for this model, or was altered). Start a new conversation, or run the "
                 "server with unverifiable reasoning ignored.",
                 param=path,
             )
