@@ -8,6 +8,7 @@ from agentkit.tools._registry import ToolRegistry as ToolRegistry
 from agentkit.tools._tool import Tool as Tool
 from agentkit.tools._tool import ToolHandler as ToolHandler
 from agentkit.tools._tool import tool as tool
+from agentkit.tools._toolset import Toolset as Toolset
 
 __all__ = [
     "DispatchStats",
@@ -17,5 +18,6 @@ __all__ = [
     "Tool",
     "ToolHandler",
     "ToolRegistry",
+    "Toolset",
     "tool",
 ]

@@ -20,7 +20,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import ValidationError
 
-from agentkit.errors import ConfigurationError, ToolArgumentsError
+from agentkit.errors import ConfigurationError, ToolArgumentsError, ToolError
 from agentkit.tools._arguments import arguments_message, pydantic_problems, schema_problems
 from agentkit.tools._output import to_text
 from agentkit.tools._schema import FunctionSchema, function_schema
@@ -157,7 +157,8 @@ class Tool:
 
         Raises :class:`~agentkit.errors.ToolArgumentsError` (naming each bad field) when the
         arguments fail the schema or cannot be converted; whatever the tool itself raises
-        propagates unchanged, for the dispatcher to report.
+        propagates unchanged, for the dispatcher to report (a
+        :class:`~agentkit.errors.ToolError` without a ``call_id`` gets this call's).
         """
         values = dict(arguments) if isinstance(arguments, Mapping) else arguments
         problems = schema_problems(self._validator, values)
@@ -171,6 +172,10 @@ class Tool:
             raise ToolArgumentsError(
                 arguments_message(self._name, exc.problems), call_id=call_id, tool_name=self._name
             ) from exc.__cause__
+        except ToolError as exc:
+            if not exc.call_id:  # a schema-only handler reporting a failure knows no call id
+                exc.call_id = call_id
+            raise
         return to_text(result)
 
     def __repr__(self) -> str:

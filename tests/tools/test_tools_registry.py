@@ -78,6 +78,7 @@ def test_public_names() -> None:
         "Tool",
         "ToolHandler",
         "ToolRegistry",
+        "Toolset",
         "tool",
     ]
     assert sorted(agentkit.tools.__all__) == agentkit.tools.__all__
