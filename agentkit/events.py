@@ -168,6 +168,9 @@ class TurnComplete(_Event):
     """Why this turn's prompt did not extend the previous prompt and output (the replay
     policy dropped reasoning, context compaction, an engine without a tokenizer...), or
     ``None`` when it did: then the prefix cache can cover the whole history."""
+    duration_s: float = 0.0
+    """Seconds from the turn's start (building its prompt) to the model's last token; the
+    turn's tools may still be running."""
 
 
 class ContextCompacted(_Event):

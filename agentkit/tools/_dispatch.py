@@ -39,6 +39,7 @@ from agentkit.tools._output import clean_text, exception_text
 from agentkit.tools._registry import ToolRegistry
 from agentkit.tools._threads import ToolThreads
 from agentkit.tools._tool import Tool
+from agentkit.tools._trace import CallSpan, CallTracer
 from agentkit.transcript import ToolResultBlock
 
 __all__ = ["DispatchStats", "DispatchTurn", "Dispatcher", "ResultCallback"]
@@ -129,9 +130,12 @@ class Dispatcher:
             loop_blocks=self._loop_blocks.count,
         )
 
-    def turn(self, on_result: ResultCallback | None = None) -> DispatchTurn:
-        """A context in which :meth:`DispatchTurn.start` launches calls as they complete."""
-        return DispatchTurn(self, on_result)
+    def turn(
+        self, on_result: ResultCallback | None = None, *, trace: CallTracer | None = None
+    ) -> DispatchTurn:
+        """A context in which :meth:`DispatchTurn.start` launches calls as they complete;
+        ``trace`` opens a span for each call as it starts (see ``agentkit.tools._trace``)."""
+        return DispatchTurn(self, on_result, trace)
 
     async def run(
         self, calls: Iterable[ToolCallComplete], *, on_result: ResultCallback | None = None
@@ -168,9 +172,15 @@ class DispatchTurn:
     as it was raised, not wrapped in an exception group.
     """
 
-    def __init__(self, dispatcher: Dispatcher, on_result: ResultCallback | None) -> None:
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        on_result: ResultCallback | None,
+        trace: CallTracer | None = None,
+    ) -> None:
         self._dispatcher = dispatcher
         self._on_result = on_result
+        self._trace = trace
         self._group: TaskGroup | None = None
         self._closed = False
         self._slots: list[ToolResultBlock | None] = []
@@ -223,7 +233,12 @@ class DispatchTurn:
             return
         self._ids.add(call.id)
         self._slots.append(None)
-        self._group.start_soon(self._run, len(self._slots) - 1, call, name=f"tool:{call.id}")
+        slot = len(self._slots) - 1
+        if self._trace is None:
+            self._group.start_soon(self._run, slot, call, name=f"tool:{call.id}")
+        else:  # the span starts now, at dispatch, and is current in the call's task
+            span = self._trace(call)
+            self._group.start_soon(self._run_traced, slot, call, span, name=f"tool:{call.id}")
 
     @property
     def results(self) -> list[ToolResultBlock]:
@@ -247,7 +262,12 @@ class DispatchTurn:
         )
         raise error from crash.__cause__
 
-    async def _run(self, slot: int, call: ToolCallComplete) -> None:
+    async def _run_traced(self, slot: int, call: ToolCallComplete, span: CallSpan) -> None:
+        with span:
+            error = await self._run(slot, call)
+            span.finish(self._slots[slot], error)
+
+    async def _run(self, slot: int, call: ToolCallComplete) -> ToolError | None:
         dispatcher = self._dispatcher
         outcome: Outcome
         if call.error is not None:
@@ -304,6 +324,7 @@ class DispatchTurn:
             assert self._callback_lock is not None
             async with self._callback_lock:
                 await self._on_result(event)
+        return error
 
 
 def _malformed_text(call: ToolCallComplete) -> str:

@@ -3,7 +3,8 @@
 It renders records as :mod:`agentkit._logging` does (``key=value`` text, the event name
 first), and in addition hands an ``exc_info=`` argument to the standard library record
 instead of printing it as a value, so handlers see ``record.exc_info`` and format the
-traceback the usual way.
+traceback the usual way. Like the other records, it carries the run's ``run_id`` (merged from
+structlog's context variables, see :func:`agentkit._logging.bind_run`).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ def tool_logger() -> Any:
         logging.getLogger("agentkit.tools"),
         processors=[
             structlog.stdlib.filter_by_level,
+            structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso"),
             _render_keeping_exc_info,
