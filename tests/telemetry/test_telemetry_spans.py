@@ -8,7 +8,7 @@ import anyio
 import pytest
 from _otel_memory import TWO_CALLS, Otel
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.trace import StatusCode
 
 import agentkit
@@ -35,6 +35,18 @@ def _parallel_tools() -> list[agentkit.Tool]:
         return f"second {x}"
 
     return [first, second]
+
+
+class _OnEnd(SpanProcessor):
+    """Sets ``event`` when a span named ``name`` ends."""
+
+    def __init__(self, name: str, event: anyio.Event) -> None:
+        self._name = name
+        self._event = event
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if span.name == self._name:
+            self._event.set()
 
 
 def _span_id(span: ReadableSpan) -> int:
@@ -239,11 +251,14 @@ async def test_a_run_cancelled_while_its_tool_runs_ends_every_span() -> None:
         return "never"
 
     otel = Otel()
+    chat_ended = anyio.Event()
+    otel.tracer_provider.add_span_processor(_OnEnd("chat", chat_ended))
     engine = ScriptedEngine(['<tool_call>\n{"name": "forever", "arguments": {}}\n</tool_call>'])
     agent = agentkit.Agent(engine, tools=[forever], profile="qwen3", instrument=otel.settings())
     async with anyio.create_task_group() as group:
         group.start_soon(agent.run, "go")
         await started.wait()
+        await chat_ended.wait()  # the model's part of the turn is over; the tool runs on
         group.cancel_scope.cancel()
     run, chat, tool = otel.finished()
     assert chat.status.status_code is StatusCode.UNSET  # the model's part had ended
