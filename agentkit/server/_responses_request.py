@@ -445,8 +445,8 @@ class InputConverter:
             raise ApiError(
                 "invalid_request_error",
                 f"{path}: {why}; this server cannot restore that reasoning (it was not sealed "
-                "by this server's key for this model, or was altered). Start a new conversation, or run the "
-                "server with unverifiable reasoning ignored.",
+                "by this server's key for this model, or was altered). Start a new "
+                "conversation, or run the server with unverifiable reasoning ignored.",
                 param=path,
             )
         _log.warning("ignoring encrypted reasoning this server cannot open", path=path, why=why)
