@@ -344,3 +344,19 @@ def test_import_agentkit_loads_no_sqlite_driver() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
     )
     assert done.stdout.split("\n")[:3] == ["[]", "False", "True"]
+
+
+async def test_leaving_a_stream_early_releases_the_session(store: SessionStore) -> None:
+    agent = agentkit.Agent(
+        ScriptedEngine.per_run([call("echo", text="x"), "Done."]), tools=[echo], profile="qwen3"
+    )
+    session = store.session("left")
+    async with agent.stream("first", session=session) as events:
+        async for event in events:
+            if event.type == "tool_call_complete":
+                break  # mid-turn: the turn is not written
+    assert await session.turns() == []
+    with anyio.fail_after(10):  # a bound on a hang, not a timing assertion
+        result = await agent.run("second", session=session)
+    assert [m.text for m in result.transcript if m.role == "user"] == ["second"]
+    assert len(await session.turns()) == 2

@@ -1,6 +1,7 @@
 """Processes and files: a process killed (SIGKILL) mid-turn leaves a file that opens cleanly
 with every completed turn and none of the half turn, and the next run replays it token for
-token; two processes share one file without losing a turn."""
+token; two processes share one file without losing a turn. The children are
+``_crash_child.py``."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import textwrap
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,118 +18,20 @@ from pathlib import Path
 import anyio
 import pytest
 
-import agentkit
-from agentkit.engine import GenerationRequest, TokenizedScriptedEngine
-from agentkit.profiles import get_profile
 from agentkit.sessions import SQLiteSessionStore
 
-QWEN3 = get_profile("qwen3")
+CHILD = Path(__file__).with_name("_crash_child.py")
 LIMIT_S = 120
 """The most any child process may take (a bound on a hung test, never a timing assertion)."""
 
-_COMMON = """
-import json, sys
-import anyio, agentkit
-from agentkit.engine import TokenizedScriptedEngine
-from agentkit.profiles import get_profile
-from agentkit.sessions import SQLiteSessionStore, SessionConflictError
 
-QWEN3 = get_profile("qwen3")
-
-def call(name, **arguments):
-    return f"<tool_call>\\n{json.dumps({'name': name, 'arguments': arguments})}\\n</tool_call>"
-
-def say(line):
-    print(line, flush=True)
-"""
-
-_MID_TURN = """
-@agentkit.tool
-async def echo(text: str) -> str:
-    '''Say it back.'''
-    return text
-
-@agentkit.tool
-async def hang() -> str:
-    '''Never returns.'''
-    say("HANG")
-    await anyio.sleep_forever()
-    return ""
-
-async def main(path, where):
-    endless = "x" * 100_000
-    engine = TokenizedScriptedEngine(
-        [call("echo", text="hi"), "Said hi.", call("hang") if where == "tool" else endless],
-        specials=QWEN3.special_tokens, stop=QWEN3.stop[0], token_delay=0.001,
-    )
-    agent = agentkit.Agent(engine, tools=[echo, hang], profile="qwen3")
-    async with SQLiteSessionStore(path) as store:
-        session = store.session("u")
-        await agent.run("say hi", session=session)
-        say("PROMPT " + json.dumps(engine.requests[-1].prompt_token_ids))
-        if where == "generation":
-            engine.on_first_token = lambda: say("GENERATING")
-        await agent.run("now hang", session=session)
-
-anyio.run(main, sys.argv[1], sys.argv[2])
-"""
-
-_WRITER = """
-from agentkit.transcript import Message, TextBlock
-
-async def main(path, name, count):
-    async with SQLiteSessionStore(path) as store:
-        async def own(i):
-            session = store.session(f"{name}-{i}")
-            for n in range(count):
-                await session.append(
-                    [Message(role="user", content=[TextBlock(text=f"{name} {i} {n}")])],
-                    expected_turns=n,
-                )
-                say(f"OK {name}-{i} {n + 1}")
-
-        async def shared():
-            session = store.session("shared")
-            for n in range(count):
-                while True:  # optimistic: read the count, write, retry on a conflict
-                    turns = len(await session.turns())
-                    try:
-                        await session.append(
-                            [Message(role="user", content=[TextBlock(text=f"{name} {n}")])],
-                            expected_turns=turns,
-                        )
-                        break
-                    except SessionConflictError:
-                        await anyio.sleep(0)
-
-        async with anyio.create_task_group() as group:
-            for i in range(10):
-                group.start_soon(own, i)
-            group.start_soon(shared)
-    say("DONE")
-
-anyio.run(main, sys.argv[1], sys.argv[2], int(sys.argv[3]))
-"""
-
-
-@agentkit.tool
-async def echo(text: str) -> str:
-    """Say it back."""
-    return text
-
-
-@agentkit.tool
-async def hang() -> str:
-    """Never returns."""
-    await anyio.sleep_forever()
-    return ""
-
-
-def child(tmp_path: Path, source: str, *args: str) -> subprocess.Popen[str]:
-    script = tmp_path / f"child_{abs(hash(source))}.py"
-    script.write_text(textwrap.dedent(_COMMON + source))
+def child(*args: str) -> subprocess.Popen[str]:
+    # One hash seed for every child: the scripted engine's character tokenizer numbers
+    # special tokens of equal length in set order, which follows the seed (a real
+    # tokenizer's ids do not vary); the killed process and the next one must agree.
     return subprocess.Popen(
-        [sys.executable, str(script), *args],
+        [sys.executable, str(CHILD), *args],
+        env={**os.environ, "PYTHONHASHSEED": "0"},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -160,25 +62,8 @@ def integrity(path: Path) -> str:
 @pytest.mark.parametrize("where", ["tool", "generation"])
 def test_a_process_killed_mid_turn_loses_only_that_turn(tmp_path: Path, where: str) -> None:
     path = tmp_path / "crash.db"
-    source = _MID_TURN
-    if where == "generation":
-        # the child announces the first streamed token of the endless turn, then is killed
-        source = source.replace(
-            "engine = TokenizedScriptedEngine(",
-            "engine = Announcing(",
-        )
-        source = (
-            "\nclass Announcing(TokenizedScriptedEngine):\n"
-            "    on_first_token = None\n"
-            "    async def _stream(self, output, request):\n"
-            "        async for chunk in super()._stream(output, request):\n"
-            "            if self.on_first_token is not None and chunk.token_ids:\n"
-            "                self.on_first_token()\n"
-            "                self.on_first_token = None\n"
-            "            yield chunk\n"
-        ) + source
     previous: list[int] | None = None
-    with child(tmp_path, source, str(path), where) as process:
+    with child("mid-turn", str(path), where) as process:
         for line in lines(process):
             if line.startswith("PROMPT "):
                 previous = json.loads(line.removeprefix("PROMPT "))
@@ -192,33 +77,28 @@ def test_a_process_killed_mid_turn_loses_only_that_turn(tmp_path: Path, where: s
 
     async def reopen() -> None:
         async with SQLiteSessionStore(path) as store:
-            session = store.session("u")
-            turns = await session.turns()
-            # every completed turn, intact; nothing of the killed run (not even its prompt)
-            assert [[m.role for m in t.messages] for t in turns] == [
-                ["user", "assistant", "tool"],
-                ["assistant"],
-            ]
-            answer = turns[-1].messages[-1]
-            assert answer.text == "Said hi."
-            assert answer.token_ids
-            # A fresh engine's prefix cache holds the last completed request (the killed
-            # process's cache died with it), then the next run on the session is served whole.
-            engine = TokenizedScriptedEngine(
-                ["Said hi.", "Welcome back."], specials=QWEN3.special_tokens, stop=QWEN3.stop[0]
-            )
-            async for _ in engine.generate(GenerationRequest(prompt="", prompt_token_ids=previous)):
-                pass
-            # the same tools as the child's agent: the same prompt
-            agent = agentkit.Agent(engine, tools=[echo, hang], profile="qwen3")
-            result = await agent.run("hello again", session=session)
-            assert previous is not None
-            assert result.usage.turns[0].cached_prompt_tokens == len(previous) + len(
-                answer.token_ids
-            )
-            assert len(await session.turns()) == 3
+            turns = await store.session("u").turns()
+        # every completed turn, intact; nothing of the killed run (not even its prompt)
+        assert [[m.role for m in t.messages] for t in turns] == [
+            ["user", "assistant", "tool"],
+            ["assistant"],
+        ]
+        answer = turns[-1].messages[-1]
+        assert answer.text == "Said hi."
+        assert answer.token_ids
 
     anyio.run(reopen)
+
+    # The next run, in another new process: its first prompt extends the last completed
+    # request's prompt and output, and the prefix cache serves all of that.
+    with child("reopen", str(path), json.dumps(previous)) as process:
+        assert process.stderr is not None
+        output = list(lines(process))
+        assert process.wait() == 0, process.stderr.read()
+    report = json.loads(output[-1])
+    assert report["extends"] is True
+    assert report["cached"] == report["whole"]
+    assert report["turns"] == 3
 
 
 def test_a_process_killed_while_writing_leaves_whole_turns(tmp_path: Path) -> None:
@@ -226,7 +106,7 @@ def test_a_process_killed_while_writing_leaves_whole_turns(tmp_path: Path) -> No
     opens clean, and each session holds at least the turns reported written, contiguous."""
     path = tmp_path / "writes.db"
     reported: dict[str, int] = {}
-    with child(tmp_path, _WRITER, str(path), "w", "100000") as process:
+    with child("writer", str(path), "w", "100000") as process:
         for line in lines(process):
             if line.startswith("OK "):
                 _, session_id, count = line.split()
@@ -253,8 +133,8 @@ def test_a_process_killed_while_writing_leaves_whole_turns(tmp_path: Path) -> No
 def test_two_processes_share_one_file(tmp_path: Path) -> None:
     path = tmp_path / "two.db"
     with (
-        child(tmp_path, _WRITER, str(path), "p", "15") as first,
-        child(tmp_path, _WRITER, str(path), "q", "15") as second,
+        child("writer", str(path), "p", "15") as first,
+        child("writer", str(path), "q", "15") as second,
     ):
         for process in (first, second):
             assert process.stderr is not None

@@ -256,3 +256,16 @@ def test_the_package_exports_exactly_its_api() -> None:
     }
     for name in sessions.__all__:
         assert getattr(sessions, name) is not None
+
+
+async def test_what_a_load_returns_is_a_copy(store: SessionStore) -> None:
+    written = [assistant("kept", [1, 2])]
+    await store.append("c", written, expected_turns=0)
+    assert written[0].token_ids is not None
+    written[0].token_ids.append(3)  # the caller's message changes after the write
+    [turn] = await store.load("c")
+    assert turn.messages[0].token_ids == [1, 2]
+    assert turn.messages[0].token_ids is not None
+    turn.messages[0].token_ids.append(9)  # so does a loaded one
+    [again] = await store.load("c")
+    assert again.messages[0].token_ids == [1, 2]
