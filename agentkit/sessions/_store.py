@@ -96,6 +96,9 @@ class SessionStore(ABC):
     ``store.session(id)`` is the handle an agent run takes (``agent.run(prompt,
     session=store.session("user-42"))``); the methods here work on ids directly. A store is
     an async context manager that closes itself.
+
+    Another backend implements the five abstract methods (each append atomic, with the
+    turn-count check) and calls ``super().__init__()``; the agent needs nothing else.
     """
 
     def __init__(self) -> None:
@@ -240,7 +243,7 @@ class SessionRun:
             self._saved = len(messages)
             current = self.transcript.messages
             if self._resumed:
-                if _dump(current[: len(messages)]) != _dump(messages):
+                if encode_messages(current[: len(messages)]) != encode_messages(messages):
                     raise SessionConflictError(
                         f"session {self.session.id!r} changed since the run paused: its "
                         "stored conversation is not the start of the run's transcript",
@@ -282,7 +285,3 @@ class SessionRun:
             return
         self._turns = await self.session.append(new, expected_turns=self._turns)
         self._saved += len(new)
-
-
-def _dump(messages: Sequence[Message]) -> str:
-    return encode_messages(messages)
