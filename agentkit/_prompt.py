@@ -23,6 +23,7 @@ from typing import Any
 from agentkit._control_tokens import ControlTokenGuard, guard_for
 from agentkit.errors import ConfigurationError, ContextWindowExceeded
 from agentkit.profiles import (
+    HFChatTemplate,
     IncrementalTemplate,
     Profile,
     ReplayPolicy,
@@ -30,6 +31,7 @@ from agentkit.profiles import (
     has_reasoning,
     replay_view,
 )
+from agentkit.profiles._template_memo import RenderMemo
 from agentkit.template_check import first_difference
 from agentkit.transcript import Message, ToolResultBlock, Transcript
 
@@ -125,6 +127,8 @@ class PromptBuilder:
             self._stops = sorted(stops, key=lambda pair: len(pair[1]), reverse=True)
         self._rendered = ""
         """The last prompt as the template rendered it (escaped): the native path's prefix."""
+        self._memo = RenderMemo()
+        """What the model's own template rendered last (the native path's renders reuse it)."""
         self._escaped: dict[int, tuple[Message, Message]] = {}
         """Each message seen and its escaped form (the native path escapes each message once)."""
         self._tail_stop: tuple[str, int] | None = None
@@ -269,7 +273,7 @@ class PromptBuilder:
         assert self._text is not None
         assert self._ids is not None
         view = self._escape(replay_view(transcript, dropped, self._removed_outputs))
-        rendered = self._profile.template.render(view, self._tools, thinking=self._thinking)
+        rendered = self._render_whole(view)
         previous = self._rendered
         if not rendered.startswith(previous):
             where = first_difference(previous, rendered)
@@ -349,7 +353,7 @@ class PromptBuilder:
             view, text = rendered
         else:
             view = self._escape(replay_view(transcript, dropped, self._removed_outputs))
-            text = self._profile.template.render(view, self._tools, thinking=self._thinking)
+            text = self._render_whole(view)
         self._rendered = text
         ids, note = self._encode_rendered(text, view) if self._encode is not None else (None, None)
         text = self._unescape(text)
@@ -370,6 +374,15 @@ class PromptBuilder:
                 )
             return Prompt(text, ids, why_text)
         return Prompt(text, ids, why)
+
+    def _render_whole(self, view: Transcript) -> str:
+        """The template's rendering of ``view``; a model's own template reuses, through the
+        builder's memo, what it wrote for the messages it rendered last time wherever its
+        syntax proves the output the same (the text is the template's either way)."""
+        template = self._profile.template
+        if isinstance(template, HFChatTemplate):
+            return template.render(view, self._tools, thinking=self._thinking, memo=self._memo)
+        return template.render(view, self._tools, thinking=self._thinking)
 
     def _encode_rendered(self, text: str, view: Transcript) -> tuple[list[int], str | None]:
         """The ids of a whole rendered prompt: the generated ids of each assistant message

@@ -24,6 +24,7 @@ import gc
 import importlib
 import json
 import random
+import statistics
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -262,6 +263,24 @@ def _timed_step(state: _State, built: list[Any]) -> Callable[[], Stopwatch]:
     return step
 
 
+def _alternate(
+    first: Callable[[], Stopwatch], second: Callable[[], Stopwatch], runs: int
+) -> tuple[Timing, Timing]:
+    """``runs`` runs of each step, alternating (so both meet the same load on a shared
+    machine: their ratio is measured, not the load's drift between two series)."""
+    pairs = [(repeat(first, 1), repeat(second, 1)) for _ in range(runs)]
+    return _merged([a for a, _ in pairs]), _merged([b for _, b in pairs])
+
+
+def _merged(runs: Sequence[Timing]) -> Timing:
+    return Timing(
+        wall=statistics.median(t.wall for t in runs),
+        cpu=statistics.median(t.cpu for t in runs),
+        cpu_best=min(t.cpu_best for t in runs),
+        samples=[t.wall for t in runs],
+    )
+
+
 def _measure(
     setup: _Setup, turns: Sequence[_Turn], repeats: int, budget: float, log: Callable[[str], None]
 ) -> PromptRow:
@@ -299,8 +318,7 @@ def _measure(
         return watch
 
     log(f"prompt: {n} turns, timing")
-    mine = repeat(agentkit_step, max(repeats, 5) * 3)
-    native = repeat(native_step, max(repeats, 5) * 3)
+    mine, native = _alternate(agentkit_step, native_step, max(repeats, 5) * 3)
     prompt = built[0]
     if prompt.rebuilt is not None:
         raise RuntimeError(f"agentkit rebuilt the prompt instead of extending it: {prompt.rebuilt}")

@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 from agentkit.errors import ConfigurationError
 from agentkit.profiles._profile import ToolSpec
+from agentkit.profiles._template_memo import LOOP_RUNNER, LoopPlan, RenderMemo, memoized_template
 from agentkit.transcript import (
     Message,
     ReasoningBlock,
@@ -40,29 +41,40 @@ def chat_messages(
     *,
     reasoning_key: str = "reasoning_content",
     json_arguments: bool = False,
+    memo: RenderMemo | None = None,
 ) -> list[dict[str, Any]]:
     """The transcript as OpenAI-style chat messages (reasoning under ``reasoning_key``:
     ``reasoning_content`` as vLLM and most templates read it; gpt-oss's reads ``thinking``).
     Call arguments are objects, as transformers' templates expect, or with ``json_arguments``
-    the JSON text an OpenAI client sends (what DeepSeek-V3.1's template concatenates)."""
+    the JSON text an OpenAI client sends (what DeepSeek-V3.1's template concatenates).
+    With ``memo``, each message's chat messages are built once and are the same objects in
+    every later call (what lets a memoized render reuse their output)."""
     out: list[dict[str, Any]] = []
     for message in transcript.messages:
-        if message.role == "tool":
-            for block in message.content:
-                if isinstance(block, ToolResultBlock):
-                    out.append(
-                        {
-                            "role": "tool",
-                            "tool_call_id": block.call_id,
-                            "name": block.name,
-                            "content": block.content,
-                        }
-                    )
-        elif message.role == "assistant":
-            out.extend(_assistant_messages(message, reasoning_key, json_arguments))
+        if memo is None:
+            out.extend(_message_dicts(message, reasoning_key, json_arguments))
         else:
-            out.append({"role": message.role, "content": message.text})
+            out.extend(memo.chat_messages(message, reasoning_key, json_arguments, _message_dicts))
     return out
+
+
+def _message_dicts(
+    message: Message, reasoning_key: str, json_arguments: bool
+) -> list[dict[str, Any]]:
+    if message.role == "tool":
+        return [
+            {
+                "role": "tool",
+                "tool_call_id": block.call_id,
+                "name": block.name,
+                "content": block.content,
+            }
+            for block in message.content
+            if isinstance(block, ToolResultBlock)
+        ]
+    if message.role == "assistant":
+        return _assistant_messages(message, reasoning_key, json_arguments)
+    return [{"role": message.role, "content": message.text}]
 
 
 def _assistant_messages(
@@ -117,22 +129,38 @@ class HFChatTemplate:
         *,
         add_generation_prompt: bool = True,
         thinking: bool = True,
+        memo: RenderMemo | None = None,
     ) -> str:
+        """The prompt for ``transcript``. ``memo`` (one per conversation, e.g. a prompt
+        builder's) makes a render after appended messages reuse the output of the template's
+        message loops for the earlier ones, wherever the template's syntax proves it the same
+        (:mod:`agentkit.profiles._template_memo`); the text is the same either way."""
         template, origin, specials = self._template()
         options: dict[str, Any] = {**specials, "enable_thinking": thinking and self.thinking}
         key = (str(self.source), self.profile)
         as_json = key in _JSON_ARGUMENTS
+        variables: dict[str, Any] = {}
+        if memo is not None:
+            memoized, plans = self._memoized(template)
+            if memoized is not None:
+                template = memoized
+                variables[LOOP_RUNNER] = memo.runner(memoized.environment, plans)
         while True:
             messages = chat_messages(
-                transcript, reasoning_key=self.reasoning_key, json_arguments=as_json
+                transcript, reasoning_key=self.reasoning_key, json_arguments=as_json, memo=memo
             )
             try:
                 return str(
                     template.render(
                         messages=messages,
-                        tools=[dict(t) for t in tools] or None,
+                        tools=(
+                            memo.tool_dicts(tools)
+                            if memo is not None
+                            else [dict(t) for t in tools] or None
+                        ),
                         add_generation_prompt=add_generation_prompt,
                         **{**options, **self.variables},
+                        **variables,
                     )
                 )
             except TypeError as error:
@@ -164,6 +192,20 @@ class HFChatTemplate:
         entry = (compiled, path, special_tokens(path.parent / "tokenizer_config.json"))
         _COMPILED[(str(self.source), self.profile)] = entry
         return entry
+
+    def _memoized(self, template: Any) -> tuple[Any, list[LoopPlan]]:
+        """The template with its message loops rewritten to reuse earlier iterations' output
+        (``None`` where no loop can be)."""
+        key = (str(self.source), self.profile)
+        cached = _MEMOIZED.get(key)
+        if cached is None or cached[0] is not template:
+            try:
+                memoized, plans = memoized_template(template.environment, self._read()[1])
+            except Exception:  # a rewrite the compiler refuses: render as it is
+                memoized, plans = None, []
+            cached = (template, memoized, plans)
+            _MEMOIZED[key] = cached
+        return cached[1], cached[2]
 
     def _read(self) -> tuple[Path, str]:
         source = Path(self.source)
@@ -197,6 +239,8 @@ class HFChatTemplate:
 
 
 _COMPILED: dict[tuple[str, str], tuple[Any, Path, dict[str, str]]] = {}
+_MEMOIZED: dict[tuple[str, str], tuple[Any, Any, list[LoopPlan]]] = {}
+"""Each compiled template and its memoized form (``None``: none of its loops qualifies)."""
 _JSON_ARGUMENTS: set[tuple[str, str]] = set()
 """Templates that take call arguments as JSON text."""
 

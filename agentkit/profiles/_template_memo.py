@@ -1,0 +1,473 @@
+"""Rendering a chat template again after messages were appended, reusing what it wrote for
+the earlier ones where the template's syntax tree proves it would write the same.
+
+A chat template is a program over the whole conversation, so the prompt builder renders it
+whole every turn; at 500 turns that is tens of milliseconds of Jinja. Most of that time is the
+template's main ``{% for message in messages %}`` loop writing each message again exactly as
+it did the turn before. This module rewrites such loops (at compile time) into a call that
+runs the loop in Python and, for each iteration, compares the *complete* input of its body
+with the input of the same iteration in the previous render: equal inputs give the same
+output, which is reused; any other iteration is rendered by the template's own body.
+
+What the body's input is comes from its syntax tree, conservatively:
+
+- every name the body reads (anywhere in it), with its value at the loop's start: scalars by
+  value, containers and other objects by identity (kept alive, so an identity is never
+  reused; the objects a render receives cannot be changed by the immutable sandbox, and the
+  caller hands the same objects again only when they did not change); a ``namespace`` the
+  body reads only as ``ns.attr`` by the values of those attributes;
+- the item, and the ``loop`` attributes the body reads (``loop.last`` changes when a message is
+  appended: the iteration that read it is rendered again);
+- a list the body reads only as ``messages[loop.index0 + 1]`` (any constant offset): the items
+  at those positions, not the whole list (so the history stays reusable).
+
+A loop is left as it is (always rendered by Jinja) where its body could have an effect on what
+follows or could read something not in that input: it assigns a namespace attribute, breaks
+or continues, includes or imports, calls ``strftime_now`` or the ``random`` filter, or uses
+``loop`` other than through its plain attributes; and a loop with a ``recursive`` flag, an
+``else`` block, a filter test or a tuple target. Nothing else changes: the output is the
+template's own, byte for byte, as tests compare for every reference template.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["LOOP_RUNNER", "LoopPlan", "RenderMemo", "memoized_template"]
+
+LOOP_RUNNER = "_agentkit_loop"
+"""The render variable that runs a rewritten loop."""
+
+_LOOP_ATTRIBUTES = frozenset(
+    {
+        "index",
+        "index0",
+        "revindex",
+        "revindex0",
+        "first",
+        "last",
+        "length",
+        "depth",
+        "depth0",
+        "previtem",
+        "nextitem",
+    }
+)
+_IMPURE_NAMES = frozenset({"strftime_now", "lipsum", "self", "super", LOOP_RUNNER})
+_IMPURE_FILTERS = frozenset({"random"})
+
+
+@dataclass(frozen=True)
+class LoopPlan:
+    """What one rewritten loop's body reads, from its syntax tree."""
+
+    outer: tuple[str, ...]
+    """The names whose values are passed at the loop's start (in the call's order)."""
+    attributes: dict[str, tuple[str, ...]]
+    """Names read only as ``name.attr``: those attributes (used where the value is a
+    namespace, which changes in place)."""
+    windows: dict[str, tuple[tuple[str, int], ...]]
+    """Names read only as ``name[loop.<attr> + offset]``: the (attr, offset) pairs."""
+    loop_attributes: tuple[str, ...]
+    """The ``loop`` attributes the body reads that an iteration's position does not fix."""
+
+
+class _Unkeyable(Exception):
+    pass
+
+
+@dataclass
+class _LoopCache:
+    outer_key: tuple[Any, ...]
+    keep: list[Any]
+    """The objects the keys name by identity, alive while their keys are kept."""
+    entries: list[tuple[tuple[Any, ...] | None, str]]
+    """Each iteration's input (``None``: not comparable) and output."""
+
+
+@dataclass
+class RenderMemo:
+    """What one conversation's renders remember: each rewritten loop's iterations (their
+    input and output) from the last render, and the chat messages built for each transcript
+    message (so the same message is the same object, render after render). One per prompt
+    builder; renders through it must come one at a time."""
+
+    loops: dict[int, _LoopCache] = field(default_factory=dict)
+    messages: dict[tuple[int, str, bool], tuple[object, list[dict[str, Any]]]] = field(
+        default_factory=dict
+    )
+    tools: tuple[object, list[dict[str, Any]] | None] | None = None
+    reused: int = 0
+    """Iterations whose output was reused (over the memo's life)."""
+    rendered: int = 0
+    """Iterations the template's body rendered (over the memo's life)."""
+
+    def runner(self, env: Any, plans: Sequence[LoopPlan]) -> Callable[..., str]:
+        """The callable a memoized template's rewritten loops call, for one render."""
+        from jinja2 import Undefined
+        from jinja2.runtime import LoopContext
+        from jinja2.utils import Namespace
+
+        _Jinja.undefined = Undefined
+        undefined = env.undefined
+
+        def run(number: int, iterable: Iterable[Any], *outer: Any, caller: Any) -> str:
+            plan = plans[number]
+            keep: list[Any] = []
+            try:
+                outer_key = _outer_key(plan, outer, keep, env, Namespace)
+            except _Unkeyable:
+                outer_key = None
+            previous = self.loops.get(number)
+            old = (
+                previous.entries
+                if previous is not None
+                and outer_key is not None
+                and previous.outer_key == outer_key
+                else []
+            )
+            windows = [
+                (outer[plan.outer.index(name)], pairs) for name, pairs in plan.windows.items()
+            ]
+            if any(type(v) is not list and type(v) is not tuple for v, _ in windows):
+                outer_key, old = None, []  # read by position, but not a sequence: no keys
+            size = len(iterable) if type(iterable) is list or type(iterable) is tuple else None
+            attributes = plan.loop_attributes
+            entries: list[tuple[tuple[Any, ...] | None, str]] = []
+            parts: list[str] = []
+            reused = 0
+            for i, (item, loop) in enumerate(LoopContext(iterable, undefined)):
+                key = (
+                    None
+                    if outer_key is None
+                    else _iteration_key(attributes, i, size, item, loop, windows, keep)
+                )
+                if key is not None and i < len(old) and old[i][0] == key:
+                    out = old[i][1]
+                    reused += 1
+                else:
+                    out = str(caller(item, loop))
+                entries.append((key, out))
+                parts.append(out)
+            self.reused += reused
+            self.rendered += len(entries) - reused
+            if outer_key is None:
+                self.loops.pop(number, None)
+            else:
+                self.loops[number] = _LoopCache(outer_key, keep, entries)
+            return "".join(parts)
+
+        return run
+
+    def chat_messages(
+        self,
+        message: object,
+        reasoning_key: str,
+        json_arguments: bool,
+        build: Callable[[Any, str, bool], list[dict[str, Any]]],
+    ) -> list[dict[str, Any]]:
+        """The chat messages of one transcript message, built once (transcript messages are
+        not changed once recorded; the prompt builder relies on that too)."""
+        key = (id(message), reasoning_key, json_arguments)
+        hit = self.messages.get(key)
+        if hit is None or hit[0] is not message:
+            hit = (message, build(message, reasoning_key, json_arguments))
+            self.messages[key] = hit
+        return hit[1]
+
+    def tool_dicts(self, tools: Sequence[Any]) -> list[dict[str, Any]] | None:
+        """The tools as the template gets them, the same list while ``tools`` is the same."""
+        if self.tools is None or self.tools[0] is not tools:
+            self.tools = (tools, [dict(t) for t in tools] or None)
+        return self.tools[1]
+
+
+class _Jinja:
+    """``jinja2.Undefined``, imported with the first render (jinja2 is imported lazily)."""
+
+    undefined: type = type(None)
+
+
+def _token(value: Any, keep: list[Any]) -> Any:
+    """What an input is compared by: scalars by value and type, anything else by identity."""
+    kind = type(value)
+    if kind is str:
+        return value
+    if kind is bool or kind is int or kind is float or value is None:
+        return (kind, value)
+    if isinstance(value, _Jinja.undefined):
+        undefined: Any = value
+        obj = undefined._undefined_obj
+        keep.append(obj)
+        return ("undefined", kind, undefined._undefined_name, undefined._undefined_hint, id(obj))
+    keep.append(value)
+    return id(value)  # an int: no other kind of token is one
+
+
+def _outer_key(
+    plan: LoopPlan, outer: Sequence[Any], keep: list[Any], env: Any, namespace: type
+) -> tuple[Any, ...]:
+    key: list[Any] = []
+    for name, value in zip(plan.outer, outer, strict=True):
+        if name in plan.windows:
+            continue  # read through the iterations' windows only
+        attributes = plan.attributes.get(name)
+        if isinstance(value, namespace):
+            if attributes is None:
+                raise _Unkeyable(name)
+            key.append(tuple(_token(env.getattr(value, a), keep) for a in attributes))
+        else:
+            key.append(_token(value, keep))
+    return tuple(key)
+
+
+_POSITIONAL = frozenset({"index", "index0", "first", "depth", "depth0"})
+"""Loop attributes fixed by an iteration's position (the cache compares iteration i with
+iteration i): left out of its key."""
+_TYPED_ATTRIBUTES = frozenset({"revindex", "revindex0", "length", "last"})
+"""Loop attributes that are always an int or always a bool: compared as they are."""
+
+
+def _iteration_key(
+    attributes: tuple[str, ...],
+    position: int,
+    size: int | None,
+    item: Any,
+    loop: Any,
+    windows: Sequence[tuple[Any, tuple[tuple[str, int], ...]]],
+    keep: list[Any],
+) -> tuple[Any, ...]:
+    """Iteration ``position``'s input beyond the loop's outer values (``size``: the length
+    of the iterable, where it is a sequence, which fixes the attributes that count from the
+    end without asking the loop to look ahead)."""
+    key = [_token(item, keep)]
+    for attribute in attributes:
+        if attribute in _TYPED_ATTRIBUTES:
+            if size is None:
+                key.append(getattr(loop, attribute))
+            elif attribute == "last":
+                key.append(position == size - 1)
+            elif attribute == "length":
+                key.append(size)
+            else:
+                key.append(size - position - (attribute == "revindex0"))
+        else:
+            key.append(_token(getattr(loop, attribute), keep))
+    for value, pairs in windows:
+        count = len(value)
+        for attribute, offset in pairs:
+            index = position + offset + (attribute == "index")
+            key.append(_token(value[index], keep) if -count <= index < count else ("absent", index))
+    return tuple(key)
+
+
+# -- the syntax tree -----------------------------------------------------------------------
+
+
+@dataclass
+class _Reads:
+    """What a loop body reads, collected by :func:`_scan`."""
+
+    names: dict[str, None] = field(default_factory=dict)
+    """Every name read, in order of appearance."""
+    attributes: dict[str, set[str]] = field(default_factory=dict)
+    other_uses: set[str] = field(default_factory=set)
+    """Names read other than as ``name.attr``."""
+    windows: dict[str, set[tuple[str, int]]] = field(default_factory=dict)
+    not_windows: set[str] = field(default_factory=set)
+    """Names read other than as ``name[loop.<attr> + offset]``."""
+    loop_attributes: dict[str, None] = field(default_factory=dict)
+    refused: str | None = None
+
+
+def _window(node: Any) -> tuple[str, int] | None:
+    """``loop.<attr>``, ``loop.<attr> + c``, ``loop.<attr> - c``, ``c + loop.<attr>``."""
+    from jinja2 import nodes
+
+    def base(n: Any) -> str | None:
+        if (
+            isinstance(n, nodes.Getattr)
+            and isinstance(n.node, nodes.Name)
+            and n.node.name == "loop"
+            and n.attr in ("index", "index0")
+        ):
+            return str(n.attr)
+        return None
+
+    def offset(n: Any) -> int | None:
+        if isinstance(n, nodes.Const) and type(n.value) is int:
+            return int(n.value)
+        return None
+
+    if (attr := base(node)) is not None:
+        return attr, 0
+    if isinstance(node, nodes.Add | nodes.Sub):
+        left, right = base(node.left), offset(node.right)
+        if left is not None and right is not None:
+            return left, right if isinstance(node, nodes.Add) else -right
+        if isinstance(node, nodes.Add):
+            left_c, right_b = offset(node.left), base(node.right)
+            if left_c is not None and right_b is not None:
+                return right_b, left_c
+    return None
+
+
+def _scan(node: Any, reads: _Reads, outer_loop: bool) -> None:
+    """Collect what ``node`` reads; ``outer_loop``: ``loop`` is the rewritten loop's."""
+    from jinja2 import nodes
+
+    if reads.refused is not None:
+        return
+    if isinstance(node, nodes.Break | nodes.Continue) and outer_loop:
+        reads.refused = "break or continue"
+        return
+    if isinstance(
+        node,
+        nodes.Include
+        | nodes.Import
+        | nodes.FromImport
+        | nodes.Extends
+        | nodes.Block
+        | nodes.EvalContextModifier
+        | nodes.NSRef,
+    ):
+        reads.refused = type(node).__name__
+        return
+    if isinstance(node, nodes.Filter | nodes.FilterBlock) and getattr(node, "name", None) in (
+        _IMPURE_FILTERS
+    ):
+        reads.refused = "an impure filter"
+        return
+    if isinstance(node, nodes.Getattr) and isinstance(node.node, nodes.Name):
+        name = node.node.name
+        if name == "loop":
+            if outer_loop:
+                if node.attr not in _LOOP_ATTRIBUTES:
+                    reads.refused = f"loop.{node.attr}"
+                    return
+                reads.loop_attributes[node.attr] = None
+            return
+        reads.names[name] = None
+        reads.attributes.setdefault(name, set()).add(node.attr)
+        reads.not_windows.add(name)
+        return
+    if isinstance(node, nodes.Getitem) and isinstance(node.node, nodes.Name):
+        name = node.node.name
+        window = _window(node.arg) if outer_loop and name != "loop" else None
+        if window is not None:
+            reads.names[name] = None
+            reads.other_uses.add(name)
+            reads.windows.setdefault(name, set()).add(window)
+            attr, _ = window
+            reads.loop_attributes[attr] = None
+            return
+    if isinstance(node, nodes.Name):
+        if node.name in _IMPURE_NAMES:
+            reads.refused = f"reads {node.name}"
+            return
+        if node.name == "loop":
+            if outer_loop:
+                reads.refused = "uses loop other than through its attributes"
+            return
+        reads.names[node.name] = None
+        reads.other_uses.add(node.name)
+        reads.not_windows.add(node.name)
+        return
+    if isinstance(node, nodes.For):
+        # Its iterable (and else block) sees the outer loop; its body and test its own.
+        _scan(node.iter, reads, outer_loop)
+        for child in node.else_:
+            _scan(child, reads, outer_loop)
+        for child in [*node.body, *([node.test] if node.test is not None else [])]:
+            _scan(child, reads, False)
+        _scan(node.target, reads, outer_loop)
+        return
+    for child in node.iter_child_nodes():
+        _scan(child, reads, outer_loop)
+
+
+def _plan(loop: Any) -> LoopPlan | None:
+    """The plan of a loop that can be rewritten, or ``None``."""
+    from jinja2 import nodes
+
+    if (
+        loop.recursive
+        or loop.else_
+        or loop.test is not None
+        or not isinstance(loop.target, nodes.Name)
+        or loop.target.name == "loop"
+        or not loop.body
+    ):
+        return None
+    reads = _Reads()
+    for child in loop.body:
+        _scan(child, reads, True)
+    if reads.refused is not None:
+        return None
+    target = loop.target.name
+    outer = tuple(n for n in reads.names if n not in (target, "loop"))
+    windows = {
+        name: tuple(sorted(pairs))
+        for name, pairs in reads.windows.items()
+        if name not in reads.not_windows and name != target
+    }
+    attributes = {
+        name: tuple(sorted(attrs))
+        for name, attrs in reads.attributes.items()
+        if name not in reads.other_uses
+    }
+    keyed = tuple(a for a in reads.loop_attributes if a not in _POSITIONAL)
+    return LoopPlan(outer, attributes, windows, keyed)
+
+
+def memoized_template(env: Any, source: str) -> tuple[Any, list[LoopPlan]]:
+    """``source`` compiled with its top-level message loops rewritten (see the module's
+    docstring), and each rewritten loop's plan; a template with none gives an empty list."""
+    from jinja2 import nodes
+
+    if LOOP_RUNNER in source:  # the name is the template's own: leave it alone
+        return None, []
+    tree = env.parse(source)
+    plans: list[LoopPlan] = []
+
+    def rewrite(body: list[Any]) -> None:
+        for index, node in enumerate(body):
+            if isinstance(node, nodes.If):
+                rewrite(node.body)
+                for branch in node.elif_:
+                    rewrite(branch.body)
+                rewrite(node.else_)
+            elif isinstance(node, nodes.For):
+                plan = _plan(node)
+                if plan is None:
+                    continue
+                lineno = node.lineno
+                call = nodes.Call(
+                    nodes.Name(LOOP_RUNNER, "load", lineno=lineno),
+                    [
+                        nodes.Const(len(plans), lineno=lineno),
+                        node.iter,
+                        *(nodes.Name(n, "load", lineno=lineno) for n in plan.outer),
+                    ],
+                    [],
+                    None,
+                    None,
+                    lineno=lineno,
+                )
+                target: Any = node.target
+                params = [
+                    nodes.Name(target.name, "param", lineno=lineno),
+                    nodes.Name("loop", "param", lineno=lineno),
+                ]
+                block = nodes.CallBlock(call, params, [], node.body, lineno=lineno)
+                block.set_environment(env)
+                body[index] = block
+                plans.append(plan)
+
+    rewrite(tree.body)
+    if not plans:
+        return None, []
+    code = env.compile(tree)
+    return env.template_class.from_code(env, code, env.make_globals(None), None), plans
