@@ -21,7 +21,9 @@ class CharTokenizer:
     """``encode``/``decode`` with ``specials`` (e.g. a profile's special tokens) as one id."""
 
     def __init__(self, specials: Iterable[str] = ()) -> None:
-        ordered = sorted({s for s in specials if s}, key=len, reverse=True)
+        # Longest first (the alternation must prefer a longer marker), then by text: the ids
+        # must not depend on set order, which changes with the hash seed between processes.
+        ordered = sorted({s for s in specials if s}, key=lambda s: (-len(s), s))
         self._ids = {s: _SPECIAL_BASE + i for i, s in enumerate(ordered)}
         self._names = {v: k for k, v in self._ids.items()}
         pattern = "(" + "|".join(map(re.escape, ordered)) + ")"
