@@ -117,7 +117,8 @@ class PromptRow:
     """``record`` of the model's message + appending the tool result + ``next_prompt``."""
     native: Timing
     """The same step with the model's own Jinja template (``native_profile``): the whole
-    conversation rendered, checked against the last render, only the rest tokenized."""
+    conversation rendered (its message loops reusing the history's output), checked against
+    the last render, only the rest tokenized."""
     native_equal: bool
     """Whether the native path built the same text and ids as ``apply_chat_template``."""
     template: Timing
@@ -129,6 +130,10 @@ class PromptRow:
     the floor of any builder that tokenizes."""
     equal: bool
     """Whether both sides built the same token ids (and agentkit the same text)."""
+    native_rendered: float
+    """Loop iterations the template's own body rendered in one native step (the rest, the
+    history's, reused from the builder's render memo)."""
+    native_reused: float
 
     @property
     def ratio(self) -> float:
@@ -246,18 +251,30 @@ def _session(setup: _Setup, turns: Sequence[_Turn], profile: Any) -> _State:
     raise ValueError("a session needs at least one turn")
 
 
-def _timed_step(state: _State, built: list[Any]) -> Callable[[], Stopwatch]:
+def _timed_step(
+    state: _State, built: list[Any], tally: list[tuple[int, int]] | None = None
+) -> Callable[[], Stopwatch]:
     """The timed step from turn N's output to turn N+1's prompt, on a copy of ``state``'s
-    builder each run (the prompt is appended to ``built``; the transcript is restored)."""
+    builder each run (the prompt is appended to ``built``; the transcript is restored). A
+    native builder's render memo is copied too, so that each run finds it as turn N's prompt
+    left it (the new messages' loop iterations not yet rendered); ``tally`` gets each run's
+    (iterations rendered, iterations reused)."""
     transcript = state.transcript
 
     def step() -> Stopwatch:
         builder = copy.copy(state.builder)
+        memo = getattr(builder, "_memo", None)
+        if memo is not None:
+            memo = dataclasses.replace(memo, loops=dict(memo.loops), messages=dict(memo.messages))
+            builder._memo = memo
+            before = (memo.rendered, memo.reused)
         with Stopwatch() as watch:
             builder.record(transcript, state.message)
             transcript.append(state.tool_message)
             built.append(builder.next_prompt(transcript))
         del transcript.messages[-1]
+        if memo is not None and tally is not None:
+            tally.append((memo.rendered - before[0], memo.reused - before[1]))
         return watch
 
     return step
@@ -295,7 +312,8 @@ def _measure(
     built: list[Any] = []
     native_built: list[Any] = []
     agentkit_step = _timed_step(state, built)
-    native_step = _timed_step(native_state, native_built)
+    tally: list[tuple[int, int]] = []
+    native_step = _timed_step(native_state, native_built, tally)
 
     messages = _messages(turns)
     templated: list[list[int]] = []
@@ -319,6 +337,10 @@ def _measure(
 
     log(f"prompt: {n} turns, timing")
     mine, native = _alternate(agentkit_step, native_step, max(repeats, 5) * 3)
+    per_step = (
+        statistics.mean(r for r, _ in tally) if tally else 0.0,
+        statistics.mean(r for _, r in tally) if tally else 0.0,
+    )
     prompt = built[0]
     if prompt.rebuilt is not None:
         raise RuntimeError(f"agentkit rebuilt the prompt instead of extending it: {prompt.rebuilt}")
@@ -349,6 +371,8 @@ def _measure(
         agentkit=mine,
         native=native,
         native_equal=native_equal,
+        native_rendered=per_step[0],
+        native_reused=per_step[1],
         template=template,
         render_only=render_only,
         tokenize_new=floor,
@@ -356,7 +380,8 @@ def _measure(
     )
     log(
         f"prompt: {n} turns, {row.prompt_tokens} tokens: agentkit {mine.wall * 1e3:.2f} ms, "
-        f"native template {native.wall * 1e3:.2f} ms, "
+        f"native template {native.wall * 1e3:.2f} ms ({per_step[0]:.0f} loop iterations "
+        f"rendered, {per_step[1]:.0f} reused), "
         f"apply_chat_template {template.wall * 1e3:.1f} ms ({row.ratio:.0f}x, native "
         f"{row.native_ratio:.0f}x), same ids: {equal} / {native_equal}"
     )

@@ -287,17 +287,19 @@ def render_prompt(rows: Sequence[PromptRow], tokenizer: str | None) -> list[str]
         f"{_mark(prompt_verdict(rows))}.",
         "",
         "The same step through the model's own Jinja template (`native_profile`: the whole "
-        "conversation rendered, the last render checked as its prefix, only the rest "
+        "conversation rendered, its message loops reusing the output of the iterations whose "
+        "input did not change, the last render checked as its prefix, only the rest "
         "tokenized):",
         "",
         "| turns | native ms | profile ms | native / profile | `apply_chat_template` / native "
-        "| same text and ids |",
-        "|---:|---:|---:|---:|---:|---|",
+        "| loop iterations rendered / reused | same text and ids |",
+        "|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r.turns} | {_ms(r.native):.2f} | {_ms(r.agentkit):.2f} "
-            f"| {r.native_vs_profile:.1f}x | {r.native_ratio:.0f}x "
+            f"| {r.native_vs_profile:.2f}x | {r.native_ratio:.0f}x "
+            f"| {r.native_rendered:.0f} / {r.native_reused:.0f} "
             f"| {'yes' if r.native_equal else '**no**'} |"
         )
     lines += [

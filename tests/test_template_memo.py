@@ -211,6 +211,14 @@ GROWING = [["a"], ["a", "b"], ["a", "b", "c"], ["a", "b", "c", "d"]]
         # A macro defined before the loop, and a nested loop with its own ``loop``.
         "{% macro show(m) %}<{{ m.content }}>{% endmacro %}{% for m in messages %}{{ show(m) }}"
         "{% for c in m.content %}{{ loop.last }}{% endfor %}{% endfor %}",
+        # The neighbours through the loop, over a list and over iterators.
+        "{% for m in messages %}{% if not loop.first %}{{ loop.previtem.content }}{% endif %}-"
+        "{% if not loop.last %}{{ loop.nextitem.content }}{% endif %}{{ loop.revindex0 }}"
+        "{% endfor %}",
+        "{% for m in messages | reverse %}{{ m.content }}{{ loop.last }}{{ loop.length }}"
+        "{{ loop.previtem is defined }}{% endfor %}",
+        "{% for m in messages | selectattr('content') %}{{ m.content }}{{ loop.nextitem }}"
+        "{{ messages[loop.index] is defined }}{% endfor %}",
         # Whitespace control around the loop body.
         "{%- for m in messages %}\n  {{- m.content }}\n{% endfor %}\n",
     ],

@@ -83,8 +83,10 @@ class _LoopCache:
     outer_key: tuple[Any, ...]
     keep: list[Any]
     """The objects the keys name by identity, alive while their keys are kept."""
-    entries: list[tuple[tuple[Any, ...] | None, str]]
-    """Each iteration's input (``None``: not comparable) and output."""
+    keys: list[tuple[Any, ...] | None]
+    """Each iteration's input (``None``: not comparable)."""
+    outputs: list[str]
+    """Each iteration's output."""
 
 
 @dataclass
@@ -121,43 +123,45 @@ class RenderMemo:
             except _Unkeyable:
                 outer_key = None
             previous = self.loops.get(number)
-            old = (
-                previous.entries
-                if previous is not None
-                and outer_key is not None
-                and previous.outer_key == outer_key
-                else []
+            same_outer = (
+                previous is not None and outer_key is not None and previous.outer_key == outer_key
             )
+            old_keys = previous.keys if previous is not None and same_outer else []
+            old_outputs = previous.outputs if previous is not None and same_outer else []
             windows = [
                 (outer[plan.outer.index(name)], pairs) for name, pairs in plan.windows.items()
             ]
             if any(type(v) is not list and type(v) is not tuple for v, _ in windows):
-                outer_key, old = None, []  # read by position, but not a sequence: no keys
-            size = len(iterable) if type(iterable) is list or type(iterable) is tuple else None
+                outer_key, old_keys = None, []  # read by position, but not a sequence: no keys
             attributes = plan.loop_attributes
-            entries: list[tuple[tuple[Any, ...] | None, str]] = []
-            parts: list[str] = []
+            keys: list[tuple[Any, ...] | None] | None = None
+            if outer_key is not None and (type(iterable) is list or type(iterable) is tuple):
+                keys = _sequence_keys(attributes, iterable, windows, keep)
+            outputs: list[str] = []
+            new_keys: list[tuple[Any, ...] | None] = []
+            count = len(old_keys)
             reused = 0
             for i, (item, loop) in enumerate(LoopContext(iterable, undefined)):
-                key = (
-                    None
-                    if outer_key is None
-                    else _iteration_key(attributes, i, size, item, loop, windows, keep)
-                )
-                if key is not None and i < len(old) and old[i][0] == key:
-                    out = old[i][1]
+                key: tuple[Any, ...] | None
+                if keys is not None:
+                    key = keys[i]
+                elif outer_key is not None:
+                    key = _iteration_key(attributes, i, item, loop, windows, keep)
+                else:
+                    key = None
+                if key is not None and i < count and old_keys[i] == key:
+                    outputs.append(old_outputs[i])
                     reused += 1
                 else:
-                    out = str(caller(item, loop))
-                entries.append((key, out))
-                parts.append(out)
+                    outputs.append(str(caller(item, loop)))
+                new_keys.append(key)
             self.reused += reused
-            self.rendered += len(entries) - reused
+            self.rendered += len(outputs) - reused
             if outer_key is None:
                 self.loops.pop(number, None)
             else:
-                self.loops[number] = _LoopCache(outer_key, keep, entries)
-            return "".join(parts)
+                self.loops[number] = _LoopCache(outer_key, keep, new_keys, outputs)
+            return "".join(outputs)
 
         return run
 
@@ -233,34 +237,76 @@ _TYPED_ATTRIBUTES = frozenset({"revindex", "revindex0", "length", "last"})
 def _iteration_key(
     attributes: tuple[str, ...],
     position: int,
-    size: int | None,
     item: Any,
     loop: Any,
     windows: Sequence[tuple[Any, tuple[tuple[str, int], ...]]],
     keep: list[Any],
 ) -> tuple[Any, ...]:
-    """Iteration ``position``'s input beyond the loop's outer values (``size``: the length
-    of the iterable, where it is a sequence, which fixes the attributes that count from the
-    end without asking the loop to look ahead)."""
+    """Iteration ``position``'s input beyond the loop's outer values, asked of the loop
+    (an iterable that is not a sequence)."""
     key = [_token(item, keep)]
     for attribute in attributes:
-        if attribute in _TYPED_ATTRIBUTES:
-            if size is None:
-                key.append(getattr(loop, attribute))
-            elif attribute == "last":
-                key.append(position == size - 1)
-            elif attribute == "length":
-                key.append(size)
-            else:
-                key.append(size - position - (attribute == "revindex0"))
-        else:
-            key.append(_token(getattr(loop, attribute), keep))
+        value = getattr(loop, attribute)
+        key.append(value if attribute in _TYPED_ATTRIBUTES else _token(value, keep))
+    key += _window_tokens(position, windows, keep)
+    return tuple(key)
+
+
+def _window_tokens(
+    position: int, windows: Sequence[tuple[Any, tuple[tuple[str, int], ...]]], keep: list[Any]
+) -> list[Any]:
+    out = []
     for value, pairs in windows:
         count = len(value)
         for attribute, offset in pairs:
             index = position + offset + (attribute == "index")
-            key.append(_token(value[index], keep) if -count <= index < count else ("absent", index))
-    return tuple(key)
+            out.append(_token(value[index], keep) if -count <= index < count else ("absent", index))
+    return out
+
+
+_NO_PREVIOUS = ("no previtem",)
+_NO_NEXT = ("no nextitem",)
+
+
+def _sequence_keys(
+    attributes: tuple[str, ...],
+    items: Sequence[Any],
+    windows: Sequence[tuple[Any, tuple[tuple[str, int], ...]]],
+    keep: list[Any],
+) -> list[tuple[Any, ...] | None]:
+    """Every iteration's input over a list or tuple, column by column: what
+    :func:`_iteration_key` asks the loop, known from the position and the length (the same
+    values, so a key from either compares equal for equal input)."""
+    size = len(items)
+    tokens = [_token(item, keep) for item in items]
+    columns: list[Sequence[Any]] = [tokens]
+    for attribute in attributes:
+        if attribute == "last":
+            columns.append([False] * (size - 1) + [True] if size else [])
+        elif attribute == "length":
+            columns.append([size] * size)
+        elif attribute == "revindex":
+            columns.append(range(size, 0, -1))
+        elif attribute == "revindex0":
+            columns.append(range(size - 1, -1, -1))
+        elif attribute == "previtem":
+            columns.append([_NO_PREVIOUS, *tokens[:-1]] if size else [])
+        elif attribute == "nextitem":
+            columns.append([*tokens[1:], _NO_NEXT] if size else [])
+        else:  # pragma: no cover - the plan only names these
+            raise AssertionError(attribute)
+    for value, pairs in windows:
+        count = len(value)
+        value_tokens = [_token(v, keep) for v in value]
+        for attribute, offset in pairs:
+            shift = offset + (attribute == "index")
+            columns.append(
+                [
+                    value_tokens[j] if -count <= j < count else ("absent", j)
+                    for j in range(shift, size + shift)
+                ]
+            )
+    return list(zip(*columns, strict=True))
 
 
 # -- the syntax tree -----------------------------------------------------------------------
