@@ -6,6 +6,9 @@ are what the model was trained on by construction; the prompt builder renders th
 conversation each turn, checks that the last prompt's render is a prefix of the new one, and
 tokenizes only the rest (the template's own defaults decide what history keeps; where they
 rewrite it, the prompt is rebuilt and the reason reported, as ``check-replay`` reports it).
+The render reuses what the template's message loops wrote for the earlier messages wherever
+the loop body's syntax proves it unchanged (:mod:`agentkit.profiles._template_memo`), so a
+turn costs little more than the new messages' share.
 """
 
 from __future__ import annotations

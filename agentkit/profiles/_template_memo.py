@@ -94,7 +94,8 @@ class RenderMemo:
     """What one conversation's renders remember: each rewritten loop's iterations (their
     input and output) from the last render, and the chat messages built for each transcript
     message (so the same message is the same object, render after render). One per prompt
-    builder; renders through it must come one at a time."""
+    builder; renders through it must come one at a time, and an object handed to them again
+    (a transcript message, the tools, a template variable) must not have changed since."""
 
     loops: dict[int, _LoopCache] = field(default_factory=dict)
     messages: dict[tuple[int, str, bool], tuple[object, list[dict[str, Any]]]] = field(
@@ -422,11 +423,12 @@ def _scan(node: Any, reads: _Reads, outer_loop: bool) -> None:
         reads.not_windows.add(node.name)
         return
     if isinstance(node, nodes.For):
-        # Its iterable (and else block) sees the outer loop; its body and test its own.
+        # Its iterable and else block see the outer loop, its body its own; its filter test
+        # is read both ways (whichever ``loop`` it sees, its reads are in the key).
         _scan(node.iter, reads, outer_loop)
-        for child in node.else_:
+        for child in [*node.else_, *([node.test] if node.test is not None else [])]:
             _scan(child, reads, outer_loop)
-        for child in [*node.body, *([node.test] if node.test is not None else [])]:
+        for child in node.body:
             _scan(child, reads, False)
         _scan(node.target, reads, outer_loop)
         return
