@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from agentkit.errors import ConfigurationError
 from agentkit.profiles import HFChatTemplate
-from agentkit.profiles._template_memo import RenderMemo, memoized_template
+from agentkit.profiles._template_loops import memoized_template
+from agentkit.profiles._template_memo import RenderMemo
 from agentkit.template_check import STANDARD_TOOLS, standard_conversations
 from agentkit.transcript import (
     Message,

@@ -23,7 +23,8 @@ from typing import Any, ClassVar
 
 from agentkit.errors import ConfigurationError
 from agentkit.profiles._profile import ToolSpec
-from agentkit.profiles._template_memo import LOOP_RUNNER, LoopPlan, RenderMemo, memoized_template
+from agentkit.profiles._template_loops import LOOP_RUNNER, LoopPlan, memoized_template
+from agentkit.profiles._template_memo import RenderMemo
 from agentkit.transcript import (
     Message,
     ReasoningBlock,
