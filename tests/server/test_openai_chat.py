@@ -90,12 +90,22 @@ def serve(
     runtime = ServerRuntime(engine, QWEN3, log_prompts=tmp_path / "prompts")
     settings = {"model_name": "org/served-model", "api_key": KEY, **config}
     app = create_app(runtime, ServerConfig(**settings), adapters=[chat_routes])
-    with running(app) as url:
-        yield url, engine
+    try:
+        with running(app) as url:
+            yield url, engine
+    finally:
+        while _CLIENTS:  # their pooled connections, closed now rather than by a later GC
+            _CLIENTS.pop().close()
+
+
+_CLIENTS: list[openai.OpenAI] = []
 
 
 def client(url: str, key: str = KEY) -> openai.OpenAI:
-    return openai.OpenAI(base_url=url + "/v1", api_key=key, max_retries=0)
+    """An SDK client for the server; closed when the ``serve`` block that made it ends."""
+    sdk = openai.OpenAI(base_url=url + "/v1", api_key=key, max_retries=0)
+    _CLIENTS.append(sdk)
+    return sdk
 
 
 def prompts(tmp_path: Path) -> list[str]:
