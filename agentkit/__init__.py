@@ -11,7 +11,11 @@ from agentkit.agent import Agent as Agent
 from agentkit.agent import AgentStream as AgentStream
 from agentkit.agent import RunResult as RunResult
 from agentkit.agent import RunUsage as RunUsage
+from agentkit.approvals import Approve as Approve
+from agentkit.approvals import Deny as Deny
+from agentkit.approvals import RunState as RunState
 from agentkit.budgets import UsageLimits as UsageLimits
+from agentkit.engine import FunctionEngine as FunctionEngine
 from agentkit.engine import RemoteEngine as RemoteEngine
 from agentkit.engine import ScriptedEngine as ScriptedEngine
 from agentkit.engine import VLLMEngine as VLLMEngine
@@ -20,6 +24,7 @@ from agentkit.errors import ConfigurationError as ConfigurationError
 from agentkit.errors import EngineError as EngineError
 from agentkit.errors import MaxTurnsExceeded as MaxTurnsExceeded
 from agentkit.errors import OutputValidationError as OutputValidationError
+from agentkit.errors import RunCancelled as RunCancelled
 from agentkit.errors import RunError as RunError
 from agentkit.errors import ToolError as ToolError
 from agentkit.errors import UsageLimitExceeded as UsageLimitExceeded
@@ -44,16 +49,21 @@ __all__ = [
     "AgentHints",
     "AgentStream",
     "AgentkitError",
+    "Approve",
     "ConfigurationError",
+    "Deny",
     "EngineError",
+    "FunctionEngine",
     "MaxTurnsExceeded",
     "Message",
     "OutputValidationError",
     "Profile",
     "ReasoningBlock",
     "RemoteEngine",
+    "RunCancelled",
     "RunError",
     "RunResult",
+    "RunState",
     "RunUsage",
     "ScriptedEngine",
     "SideQueryError",

@@ -4,7 +4,8 @@ Two kinds of failure matter to an agent and are kept apart:
 
 * a **tool error** is something the *model* did wrong or a tool that failed: it never stops
   a run. The runtime turns it into a ``tool_result`` block with ``is_error=True`` whose text
-  tells the model what to fix, and the run goes on.
+  tells the model what to fix, and the run goes on (in a test, ``raise_tool_errors=True``
+  makes a tool's own crash raise its ``ToolExecutionError`` instead).
 * a **run error** stops a run: the engine failed, the script ran out, the turn limit was hit.
   Where a transcript existed, the error carries it, so nothing produced so far is lost.
 
@@ -14,6 +15,10 @@ Two kinds of failure matter to an agent and are kept apart:
     ├── ConfigurationError          bad setup: unknown profile or parser, invalid tool definition
     ├── SideQueryError              a side query's answer could not be read (raw text kept;
     │                               defined in agentkit.side_queries)
+    ├── ApprovalError               decisions that do not fit a paused run's state
+    │                               (agentkit.approvals)
+    ├── SessionError                a session store's failure (agentkit.sessions): not found,
+    │                               exists, store error; SessionConflictError is also a RunError
     ├── ToolError                   model-visible; becomes an error tool_result
     │   ├── MalformedToolCallError  the call's text could not be parsed (raw text kept)
     │   ├── UnknownToolError        the model named a tool that is not registered
@@ -23,11 +28,15 @@ Two kinds of failure matter to an agent and are kept apart:
     └── RunError                    stops a run; carries the transcript so far
         ├── EngineError             the engine failed to produce output
         │   ├── EngineOverloaded    the engine refused the request for now (retry later)
-        │   └── ScriptExhaustedError  a ScriptedEngine received more requests than outputs
+        │   ├── ScriptExhaustedError  a ScriptedEngine received more requests than outputs
+        │   └── ConstraintViolationError  a test engine's scripted output breaks the request's
+        │                             constraints (agentkit.engine)
         ├── MaxTurnsExceeded        the model was still calling tools after ``max_turns`` turns
         ├── OutputValidationError   the final answer still failed ``output_type`` after retries
         ├── UsageLimitExceeded      a run's budget (``UsageLimits``) ran out; names the limit
         ├── RunCancelled            the run was cancelled outside the task reading its events
+        ├── MCPServerError          an MCP server could not be started (agentkit.mcp)
+        ├── SessionConflictError    another writer moved the session on (agentkit.sessions)
         └── ContextWindowExceeded   the prompt does not fit even after compaction
 """
 
