@@ -61,3 +61,16 @@ class SessionConflictError(SessionError, RunError):
         """The turn count the writer expected."""
         self.actual_turns = actual_turns
         """The turn count found (``None``: the session no longer exists)."""
+
+    @classmethod
+    def check(cls, session_id: str, expected_turns: int, actual_turns: int | None) -> None:
+        """Raise unless the session holds ``expected_turns`` turns (a missing session holds
+        none): every store's optimistic check before it appends."""
+        if (actual_turns or 0) != expected_turns:
+            raise cls(
+                f"session {session_id!r} holds {actual_turns or 0} turns, not the "
+                f"{expected_turns} this writer read",
+                session_id=session_id,
+                expected_turns=expected_turns,
+                actual_turns=actual_turns,
+            )

@@ -59,14 +59,7 @@ class MemorySessionStore(SessionStore):
         await anyio.lowlevel.checkpoint()
         stored = self._sessions.get(session_id)
         actual = None if stored is None else len(stored.turns)
-        if (actual or 0) != expected_turns:
-            raise SessionConflictError(
-                f"session {session_id!r} holds {actual or 0} turns, not the "
-                f"{expected_turns} this writer read",
-                session_id=session_id,
-                expected_turns=expected_turns,
-                actual_turns=actual,
-            )
+        SessionConflictError.check(session_id, expected_turns, actual)
         now = time.time()
         if stored is None:
             stored = self._sessions[session_id] = _Stored(created_at=now, updated_at=now)

@@ -168,14 +168,7 @@ class SQLiteSessionStore(SessionStore):
                     "SELECT turns FROM sessions WHERE id = ?", (session_id,)
                 ).fetchone()
                 actual: int | None = None if row is None else row[0]
-                if (actual or 0) != expected_turns:
-                    raise SessionConflictError(
-                        f"session {session_id!r} holds {actual or 0} turns, not the "
-                        f"{expected_turns} this writer read",
-                        session_id=session_id,
-                        expected_turns=expected_turns,
-                        actual_turns=actual,
-                    )
+                SessionConflictError.check(session_id, expected_turns, actual)
                 now = time.time()
                 if row is None:
                     connection.execute(
