@@ -431,7 +431,10 @@ class Agent(Generic[OutputT]):
         )
 
     def _check_tool_choice(self, choice: ToolChoice) -> None:
-        """Fail at once, not at the first request, for a choice this agent cannot honour."""
+        """Fail at once, not at the first request, for a choice this agent cannot honour
+        (with toolsets, whose tools are known once a run lists them: at the run's start)."""
+        if self.registry.toolsets and choice not in self.registry.names:
+            return
         validate_tool_choice(choice, self.registry.names)
         tool_choice_options(self.profile, choice, self.registry.schemas())
 
@@ -618,6 +621,7 @@ class AgentStream(Generic[OutputT]):
         schemas = agent.registry.schemas()
         if agent.registry.toolsets:  # their tools are listed only now: the prompt offers them
             self._prompts = self._new_prompts()
+            validate_tool_choice(self._tool_choice, agent.registry.names)
         self._budget.start()
         first = 1
         if self._resume is not None:

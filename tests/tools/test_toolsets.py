@@ -147,3 +147,20 @@ async def test_a_failed_run_closes_the_toolsets_it_started() -> None:
     with pytest.raises(EngineError):
         await agent.run("go")
     assert (toolset.started, toolset.closed) == (1, 1)
+
+
+async def test_tool_choice_may_name_a_toolset_tool() -> None:
+    choices: list[str | None] = []
+
+    def model(request: ScriptedCall) -> str:
+        choices.append(request.tool_choice)
+        return call("ping") if request.turn == 1 else "ok"
+
+    agent = agentkit.Agent(
+        FunctionEngine(model), tools=[FakeToolset("srv", "ping")], profile="qwen3"
+    )
+    result = await agent.run("go", tool_choice="ping")
+    assert result.output_text == "ok"
+    assert choices == ["ping", "auto"]
+    with pytest.raises(ConfigurationError, match="'pong'"):
+        await agent.run("go", tool_choice="pong")
