@@ -30,26 +30,15 @@ _T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
-class ServerConfig:
-    """Settings of the HTTP layer."""
+class ServerConfig(Limits):
+    """Settings of the HTTP layer; the request limits (:class:`Limits`: body size and
+    deadline, nesting depth, messages, blocks, tools) are keyword-only fields of it."""
 
     model_name: str
     """The id ``/v1/models`` lists; requests may name any model (one model is served)."""
     api_key: str | None = None
     """When set, requests must carry it (``x-api-key`` or ``Authorization: Bearer``)."""
     strip_billing_header: bool = True
-    max_request_bytes: int = 32 * 1024 * 1024
-    """A body, and a compressed body once decompressed (413 ``request_too_large`` beyond)."""
-    body_timeout: float = 60.0
-    """Seconds a client has to send a request's whole body (408 beyond)."""
-    max_json_depth: int = 64
-    """How deep a body may nest arrays and objects (400 beyond)."""
-    max_messages: int = 10_000
-    """Messages (Responses: input items) per request (400 beyond)."""
-    max_blocks: int = 100_000
-    """Content blocks per request, all messages together (400 beyond)."""
-    max_tools: int = 2_000
-    """Tools per request, a namespace's members each counted (400 beyond)."""
     intake_threads: int = 4
     """Worker threads that parse, convert, render and tokenize requests, off the event loop
     (more requests wait for one)."""
@@ -117,15 +106,7 @@ class ServerContext:
     @property
     def limits(self) -> Limits:
         """What one request may hold (from :attr:`config`)."""
-        c = self.config
-        return Limits(
-            max_request_bytes=c.max_request_bytes,
-            body_timeout=c.body_timeout,
-            max_json_depth=c.max_json_depth,
-            max_messages=c.max_messages,
-            max_blocks=c.max_blocks,
-            max_tools=c.max_tools,
-        )
+        return self.config
 
     async def read_bytes(self, request: Request) -> bytes:
         """The raw body, within the size limit (413) and the body deadline (408)."""

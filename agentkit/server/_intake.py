@@ -46,9 +46,10 @@ _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 """Where a lone surrogate could come from: UTF-8 text cannot hold one, only an escape can."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Limits:
-    """What one request may hold (the defaults fit the largest real agent sessions)."""
+    """What one request may hold (the defaults fit the largest real agent sessions);
+    ``agentkit serve``'s ``ServerConfig`` extends it."""
 
     max_request_bytes: int = 32 * 1024 * 1024
     """The body, and a compressed body once decompressed (413 beyond)."""
