@@ -122,6 +122,12 @@ class RunBudget:
             )
         return left
 
+    @property
+    def counts_chunks(self) -> bool:
+        """Whether :meth:`on_chunk` must see each chunk: only a token limit needs it, so a run
+        without one pays nothing per token."""
+        return self.limits.output_tokens is not None or self.limits.total_tokens is not None
+
     def on_chunk(self, chunk: GenerationChunk) -> None:
         """Count a chunk's output tokens (its ids, else one per piece of text) and note the
         prompt's length when the engine reports it early; a limit crossed sets :attr:`stop`."""

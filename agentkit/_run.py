@@ -371,6 +371,7 @@ class AgentStream(Generic[OutputT]):
                         gate.start(event)  # runs it now, or asks about it, or holds it
                     send.send_nowait(event)
 
+            counting = budget.counts_chunks
             try:
                 # The deadline's scope is outside aclosing: the request is aborted, then the
                 # turn goes on to keep what was produced.
@@ -385,9 +386,10 @@ class AgentStream(Generic[OutputT]):
                         if chunk.finish_reason is not None:
                             finish_reason = chunk.finish_reason
                             usage = chunk.usage or usage
-                        budget.on_chunk(chunk)
+                        if counting:
+                            budget.on_chunk(chunk)
                         if budget.stop is not None:
-                            break  # a limit is reached: aborts the request
+                            break  # a limit is reached (tokens, tool calls): aborts the request
             except EngineError as error:
                 failure = error
                 finish_reason = "error"
