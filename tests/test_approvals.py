@@ -97,6 +97,17 @@ SCRIPT = [TURN_1, TURN_2]
 # -- the tool flag ------------------------------------------------------------------------
 
 
+async def pause_on_b(files: Files) -> tuple[agentkit.RunResult[str], RunState, PendingApproval]:
+    """The first turn of SCRIPT on a fresh agent: it pauses holding the one call to delete
+    b.txt; the paused result, its state and that call."""
+    paused = await agentkit.Agent(
+        engine=ScriptedEngine(SCRIPT[:1]), tools=files.tools, profile="qwen3"
+    ).run("go")
+    assert paused.state is not None
+    [pending] = paused.pending_approvals
+    return paused, paused.state, pending
+
+
 def test_tool_flag_defaults_off_and_is_set_by_the_decorator_and_constructor() -> None:
     @agentkit.tool
     def plain(x: int) -> int:
@@ -337,16 +348,12 @@ async def test_resume_in_a_new_process(tmp_path: Path) -> None:
 
 async def test_deny_gives_the_model_the_persons_message_as_an_error_result() -> None:
     files = Files()
-    paused = await agentkit.Agent(
-        engine=ScriptedEngine(SCRIPT[:1]), tools=files.tools, profile="qwen3"
-    ).run("go")
-    assert paused.state is not None
-    [pending] = paused.pending_approvals
+    _paused, state, pending = await pause_on_b(files)
     engine = ScriptedEngine(["<think>ok</think>I left b.txt alone."])
     agent = agentkit.Agent(engine=engine, tools=files.tools, profile="qwen3")
     events = []
     async with agent.resume_stream(
-        paused.state, {pending.id: Deny(message="keep b.txt, it is the backup")}
+        state, {pending.id: Deny(message="keep b.txt, it is the backup")}
     ) as stream:
         async for event in stream:
             events.append(event)
@@ -372,13 +379,9 @@ async def test_deny_gives_the_model_the_persons_message_as_an_error_result() -> 
 
 async def test_approve_with_edited_arguments_runs_them_and_the_result_says_so() -> None:
     files = Files()
-    paused = await agentkit.Agent(
-        engine=ScriptedEngine(SCRIPT[:1]), tools=files.tools, profile="qwen3"
-    ).run("go")
-    assert paused.state is not None
-    [pending] = paused.pending_approvals
+    paused, state, pending = await pause_on_b(files)
     agent = agentkit.Agent(engine=ScriptedEngine(["done"]), tools=files.tools, profile="qwen3")
-    result = await agent.resume(paused.state, {pending.id: Approve(arguments={"path": "a.txt"})})
+    result = await agent.resume(state, {pending.id: Approve(arguments={"path": "a.txt"})})
 
     assert files.deleted == ["a.txt"]
     result_block = result.transcript.messages[-2].content[1]
@@ -394,13 +397,9 @@ async def test_approve_with_edited_arguments_runs_them_and_the_result_says_so() 
 
 async def test_edited_arguments_are_validated_like_any_call() -> None:
     files = Files()
-    paused = await agentkit.Agent(
-        engine=ScriptedEngine(SCRIPT[:1]), tools=files.tools, profile="qwen3"
-    ).run("go")
-    assert paused.state is not None
-    [pending] = paused.pending_approvals
+    _paused, state, pending = await pause_on_b(files)
     agent = agentkit.Agent(engine=ScriptedEngine(["done"]), tools=files.tools, profile="qwen3")
-    result = await agent.resume(paused.state, {pending.id: Approve(arguments={"path": 3})})
+    result = await agent.resume(state, {pending.id: Approve(arguments={"path": 3})})
 
     assert files.deleted == []
     block = result.transcript.messages[-2].content[1]
