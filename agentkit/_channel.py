@@ -7,10 +7,18 @@ call), and its ``receive`` checkpoints even when an item is waiting: one extra p
 event loop per token on top of the consumer's wake-up. This queue is what the run needs and
 no more: unbounded (sending never waits, so the producer never yields per event), one
 consumer, and a receive that returns a waiting item at once and sleeps only on an empty queue.
+
+The consumer sleeps once a token (the producer's chunk wakes it), so its wait is the hot path
+too: on asyncio it awaits a bare future of the running loop, which ``_wake`` resolves, rather
+than a new ``anyio.Event`` (a backend look-up and an ``asyncio.Event`` with its own future and
+waiter list, each time); ``bench/frontend.py`` measures the difference. Other backends (trio)
+keep the ``anyio.Event``.
 """
 
 from __future__ import annotations
 
+import asyncio
+from asyncio import get_running_loop
 from collections import deque
 from typing import Generic, TypeVar
 
@@ -29,11 +37,13 @@ class EventChannel(Generic[T]):
     :meth:`discard` (the consumer is gone) items sent are dropped: no one can read them.
     """
 
-    __slots__ = ("_closed", "_discarding", "_items", "_waiter")
+    __slots__ = ("_closed", "_discarding", "_items", "_loop", "_waiter")
 
     def __init__(self) -> None:
         self._items: deque[T] = deque()
-        self._waiter: anyio.Event | None = None
+        self._waiter: asyncio.Future[None] | anyio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        """The consumer's asyncio loop, found at its first wait; None on other backends."""
         self._closed = False
         self._discarding = False
 
@@ -70,12 +80,35 @@ class EventChannel(Generic[T]):
         while not self._items:
             if self._closed:
                 raise anyio.EndOfStream
-            if self._waiter is None:
-                self._waiter = anyio.Event()
-            await self._waiter.wait()
+            await self._wait()
         return self._items.popleft()
+
+    async def _wait(self) -> None:
+        """Sleep until the next :meth:`_wake` (one consumer: one waiter at a time)."""
+        loop = self._loop
+        if loop is None:
+            try:
+                loop = self._loop = get_running_loop()
+            except RuntimeError:  # not asyncio (trio): anyio's portable event
+                event = anyio.Event()
+                self._waiter = event
+                await event.wait()
+                return
+        future: asyncio.Future[None] = loop.create_future()
+        self._waiter = future
+        try:
+            await future
+        finally:
+            # Cancelled while waiting: a later wait must not find this (cancelled) future.
+            if self._waiter is future:
+                self._waiter = None
 
     def _wake(self) -> None:
         waiter, self._waiter = self._waiter, None
-        if waiter is not None:
+        if waiter is None:
+            return
+        if isinstance(waiter, asyncio.Future):
+            if not waiter.done():
+                waiter.set_result(None)
+        else:
             waiter.set()
