@@ -167,11 +167,27 @@ async def time_mode(
     return watch
 
 
+def check(engine: FloodEngine, agent: Agent[Any], result: Any) -> None:
+    """The agent parsed the flood as the model's answer: reasoning apart, the rest as text
+    (otherwise the figures would time some other path)."""
+    pieces = [c.text for c in engine.chunks]
+    end = pieces.index("</think>")
+    reasoning = "".join(pieces[2 : end - 1])
+    text = "".join(pieces[end + 2 :])
+    message = result.transcript.messages[-1]
+    kinds = [block.type for block in message.content]
+    if result.output_text.strip() != text.strip() or kinds != ["reasoning", "text"]:
+        raise RuntimeError(f"the qwen3 parser did not split the flood as expected: {kinds}")
+    if message.content[0].text.strip() != reasoning.strip():
+        raise RuntimeError("the reasoning block differs from the flood's reasoning")
+
+
 async def measure(
     concurrencies: Sequence[int], tokens: int, rounds: int, log: Callable[[str], None]
 ) -> list[Row]:
     engine = FloodEngine(answer_text(tokens))
     agent: Agent[Any] = Agent(engine, profile="qwen3")
+    check(engine, agent, await agent.run(PROMPT))
     # Warm-up: imports, the profile's template, the parser's first compilation.
     for mode in MODES:
         await time_mode(mode, engine, agent, 2)
