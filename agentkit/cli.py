@@ -384,7 +384,13 @@ def _serve_command(args: argparse.Namespace) -> int:
     try:
         import uvicorn
 
-        from agentkit.server._serve import ServeOptions, build_app, check_bind, uvicorn_config
+        from agentkit.server._serve import (
+            ServeOptions,
+            build_app,
+            check_bind,
+            default_turn_store_path,
+            uvicorn_config,
+        )
     except ImportError as error:
         raise ConfigurationError(
             f"agentkit serve needs the 'serve' extra ({error.name} is not installed): "
@@ -403,6 +409,10 @@ def _serve_command(args: argparse.Namespace) -> int:
     api_key = args.api_key or os.environ.get("AGENTKIT_API_KEY") or None
     check_bind(args.host, api_key)
     signing = os.environ.get("AGENTKIT_SIGNING_KEY")
+    if args.turn_store is None:
+        turn_store: Path | None = default_turn_store_path()
+    else:
+        turn_store = None if args.turn_store == "memory" else Path(args.turn_store).expanduser()
     options = ServeOptions(
         model=args.model if args.engine == "vllm" else None,
         script=Path(args.script) if args.engine == "scripted" else None,
@@ -420,6 +430,7 @@ def _serve_command(args: argparse.Namespace) -> int:
         streaming_tool_dispatch=args.streaming_tool_dispatch,
         ignore_unverifiable_reasoning=args.ignore_unverifiable_reasoning,
         signing_key=signing.encode() if signing else None,
+        turn_store=turn_store,
         engine_options=(
             _engine_options(args.max_model_len)
             if args.engine == "vllm" and remote is None
@@ -588,6 +599,13 @@ def _build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="Responses: skip encrypted_content this server cannot open (default: a 400); "
         "the key comes from $AGENTKIT_SEALING_KEY or $AGENTKIT_CACHE_DIR/sealing.key",
+    )
+    serve.add_argument(
+        "--turn-store",
+        metavar="FILE|memory",
+        help="where the turns behind exact replay are kept, so a conversation resumed after a "
+        "restart still replays token-exact: a SQLite file (default "
+        "$AGENTKIT_CACHE_DIR/turns.sqlite), or 'memory' (forgotten on restart)",
     )
     serve.add_argument("--max-model-len", type=_positive_int, default=8192, help="default 8192")
     serve.add_argument(

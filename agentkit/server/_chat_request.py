@@ -22,8 +22,6 @@
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
@@ -34,7 +32,7 @@ from agentkit.server._chat_stream import ChatStream, replay
 from agentkit.server._context import ApiError, agent_hints
 from agentkit.server._intake import embedded_json
 from agentkit.server._runtime import TurnSpec
-from agentkit.server._turns import TurnStore, visible_key
+from agentkit.server._turns import TurnStore
 from agentkit.transcript import (
     ContentBlock,
     Message,
@@ -77,34 +75,37 @@ class ConvertedChat:
 
 
 class ReplayIndex:
-    """Turns served here, keyed by their OpenAI projection (see the module docstring): the
-    visible blocks to find the stored turn with in the :class:`TurnStore`.
+    """Turns served here, found by their OpenAI projection (see the module docstring).
 
-    Turns are remembered on the event loop and restored on the request-conversion threads,
-    so the index is locked (as the store is)."""
+    The index keeps nothing itself: each projection is an alias in the :class:`TurnStore`
+    (:meth:`TurnStore.alias`), so it lives, is bounded and persists (a file store survives a
+    restart) with the turns it leads to.
 
-    def __init__(self, max_turns: int = 4096) -> None:
-        self._max = max_turns
-        self._blocks: OrderedDict[str, list[ContentBlock]] = OrderedDict()
-        self._lock = threading.Lock()
+    Args:
+        turns: the store the turns are remembered in. ``None``: the store of the first
+            request converted with this index (:func:`convert_chat_request` binds it; every
+            turn served is converted before it is remembered).
+    """
+
+    def __init__(self, turns: TurnStore | None = None) -> None:
+        self._turns = turns
+
+    def bind(self, turns: TurnStore) -> None:
+        """Keep the aliases in ``turns`` (if no store was given); one store per index."""
+        if self._turns is None:
+            self._turns = turns
+        elif self._turns is not turns:
+            raise ValueError("a ReplayIndex serves one turn store")
 
     def remember(self, message: Message) -> None:
-        key = visible_key(projection(message))
-        if key == visible_key(message.content):
-            return  # the store finds it as it is
-        with self._lock:
-            self._blocks[key] = list(message.content)
-            self._blocks.move_to_end(key)
-            while len(self._blocks) > self._max:
-                self._blocks.popitem(last=False)
+        """Make ``message`` (remembered in the store) findable by its projection."""
+        if self._turns is None:
+            raise RuntimeError("the ReplayIndex has no turn store: bind one first")
+        self._turns.alias(projection(message), message)
 
     def restore(self, turns: TurnStore, blocks: Sequence[ContentBlock]) -> Message | None:
-        stored = turns.restore(blocks)
-        if stored is not None:
-            return stored
-        with self._lock:
-            original = self._blocks.get(visible_key(blocks))
-        return turns.restore(original) if original is not None else None
+        """The stored turn whose blocks or projection ``blocks`` are, or ``None``."""
+        return turns.restore(blocks)
 
 
 class _InvalidArguments(ToolCallBlock):
@@ -237,6 +238,7 @@ def convert_chat_request(
 ) -> ConvertedChat:
     """Turn ``req`` into a :class:`TurnSpec` (see the module docstring); :class:`ApiError`
     ``invalid_request_error`` naming the field for anything malformed."""
+    index.bind(turns)
     if req.n is not None and req.n != 1:
         _fail("n", "only n=1 is supported")
     tools = [_tool_spec(tool, f"tools.{i}") for i, tool in enumerate(req.tools or [])]

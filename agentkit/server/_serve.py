@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import anyio
 from starlette.applications import Starlette
 
 from agentkit.engine import Engine, ScriptedOutput, TokenizedScriptedEngine
@@ -22,10 +23,25 @@ from agentkit.server._app import ServerConfig, create_app
 from agentkit.server._openai_chat import chat_routes
 from agentkit.server._openai_responses import responses_routes_factory
 from agentkit.server._runtime import ServerRuntime
+from agentkit.server._sealing import default_key_path
 from agentkit.server._signing import ThinkingSigner
+from agentkit.server._turn_file import SQLiteTurnStore
 from agentkit.server._turns import TurnStore
 
-__all__ = ["ServeOptions", "build_app", "check_bind", "load_script", "uvicorn_config"]
+__all__ = [
+    "ServeOptions",
+    "build_app",
+    "check_bind",
+    "default_turn_store_path",
+    "load_script",
+    "uvicorn_config",
+]
+
+
+def default_turn_store_path() -> Path:
+    """``$AGENTKIT_CACHE_DIR/turns.sqlite``, or ``~/.cache/agentkit/turns.sqlite``: next to
+    the sealing key, whose sealed turns survive a restart the same way."""
+    return default_key_path().with_name("turns.sqlite")
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +67,12 @@ class ServeOptions:
     streaming_tool_dispatch: bool = False
     ignore_unverifiable_reasoning: bool = False
     signing_key: bytes | None = None
+    """The thinking signatures' key; ``None`` derives it from the sealing key (persisted in
+    the cache directory), so signatures stay valid across restarts."""
+    turn_store: Path | None = None
+    """The SQLite file exact replay's turns persist in, so a conversation resumed after a
+    restart still replays token-exact; ``None`` keeps them in memory (``--turn-store
+    memory``). ``agentkit serve``'s default is :func:`default_turn_store_path`."""
     engine_options: dict[str, Any] | None = None
     engine: Engine | None = None
     """An engine made elsewhere (``--remote``: a RemoteEngine); ``model`` is its model name."""
@@ -148,10 +170,21 @@ def build_app(options: ServeOptions) -> tuple[Starlette, Engine, Profile]:
         engine = VLLMEngine(options.model, **(options.engine_options or {}))
     else:
         raise ConfigurationError("give --model M, or --engine scripted --script FILE")
+    # Token ids belong to the model that produced them: the file's turns are scoped to it.
+    turns = (
+        TurnStore()
+        if options.turn_store is None
+        else SQLiteTurnStore(options.turn_store, scope=json.dumps([name, profile.name]))
+    )
+    signer = (
+        ThinkingSigner(options.signing_key)
+        if options.signing_key is not None
+        else ThinkingSigner.persistent()
+    )
     runtime = ServerRuntime(
         engine,
         profile,
-        turns=TurnStore(),
+        turns=turns,
         log_prompts=options.log_prompts,
         id_factory=new_tool_use_id,
     )
@@ -169,20 +202,27 @@ def build_app(options: ServeOptions) -> tuple[Starlette, Engine, Profile]:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        start = getattr(engine, "start", None)
-        if callable(start):
-            await start()
+        # Opened now, so a bad --turn-store fails the start rather than losing turns later.
+        if isinstance(turns, SQLiteTurnStore):
+            await anyio.to_thread.run_sync(turns.open)
+        await anyio.to_thread.run_sync(signer.load)
         try:
-            yield
+            start = getattr(engine, "start", None)
+            if callable(start):
+                await start()
+            try:
+                yield
+            finally:
+                aclose = getattr(engine, "aclose", None)
+                if callable(aclose):
+                    await aclose()
         finally:
-            aclose = getattr(engine, "aclose", None)
-            if callable(aclose):
-                await aclose()
+            await anyio.to_thread.run_sync(turns.close)
 
     app = create_app(
         runtime,
         config,
-        signer=ThinkingSigner(options.signing_key),
+        signer=signer,
         lifespan=lifespan,
         adapters=[
             chat_routes,

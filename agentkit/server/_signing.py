@@ -14,6 +14,10 @@ import base64
 import hashlib
 import hmac
 import secrets
+from collections.abc import Callable
+
+from agentkit._logging import get_logger
+from agentkit.errors import ConfigurationError
 
 __all__ = ["ThinkingSigner"]
 
@@ -21,6 +25,10 @@ _PREFIX = "ak1."
 """Marks an agentkit signature (version 1), so a foreign one is told apart at a glance."""
 _DOMAIN = b"agentkit-thinking\0"
 """Keeps these MACs apart from anything else the same key might ever sign."""
+_DERIVATION = b"agentkit-thinking-signing-key\0"
+"""Keeps the key derived from the sealing key apart from the sealer's own derived keys."""
+
+_log = get_logger("agentkit.server")
 
 
 class ThinkingSigner:
@@ -34,11 +42,46 @@ class ThinkingSigner:
     def __init__(self, key: bytes | None = None) -> None:
         if key is not None and not key:
             raise ValueError("the thinking signature key must not be empty")
-        self._key = secrets.token_bytes(32) if key is None else bytes(key)
+        self._key: bytes | None = secrets.token_bytes(32) if key is None else bytes(key)
+        self._loader: Callable[[], bytes] | None = None
+
+    @classmethod
+    def persistent(cls, master: Callable[[], bytes] | None = None) -> ThinkingSigner:
+        """A signer whose key is derived from the sealing master key (``master()``; default
+        :func:`~agentkit.server._sealing.load_sealing_key`), loaded on first use or by
+        :meth:`load`. If it cannot be loaded, a random key is used for this process with a
+        warning: signatures only explain replay misses, they are no reason to fail."""
+        if master is None:
+            from agentkit.server._sealing import load_sealing_key
+
+            master = load_sealing_key
+        signer = cls()
+        signer._key = None
+        signer._loader = master
+        return signer
+
+    def load(self) -> None:
+        """Load the key now (at startup) rather than on the first signature."""
+        self._current()
+
+    def _current(self) -> bytes:
+        key = self._key
+        if key is None:
+            assert self._loader is not None
+            try:
+                key = hmac.new(self._loader(), _DERIVATION, hashlib.sha256).digest()
+            except ConfigurationError as error:
+                _log.warning(
+                    "thinking signatures hold for this process only: no sealing key",
+                    error=str(error),
+                )
+                key = secrets.token_bytes(32)
+            self._key = key
+        return key
 
     def sign(self, text: str) -> str:
         """The signature of ``text``: ``"ak1."`` and a base64url HMAC-SHA256, unpadded."""
-        mac = hmac.new(self._key, _DOMAIN + text.encode("utf-8"), hashlib.sha256).digest()
+        mac = hmac.new(self._current(), _DOMAIN + text.encode("utf-8"), hashlib.sha256).digest()
         return _PREFIX + base64.urlsafe_b64encode(mac).rstrip(b"=").decode("ascii")
 
     def verify(self, text: str, signature: str | None) -> bool:

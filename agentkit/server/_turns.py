@@ -42,11 +42,19 @@ __all__ = ["TurnStore", "visible_key"]
 
 
 class TurnStore:
-    """A bounded, least-recently-used store of generated assistant messages.
+    """A bounded, least-recently-used store of generated assistant messages, in memory.
+
+    This is the interface every turn store has (:class:`~agentkit.server._turn_file.
+    SQLiteTurnStore` keeps the same turns in a file, so they outlive the process) and its
+    in-memory implementation: a restart forgets everything.
+
+    Besides its own visible content, a turn can be found by *aliases* (:meth:`alias`): how a
+    wire format that flattens turns (Chat Completions' one reasoning string per message)
+    hands it back. An alias never shadows a turn's own content.
 
     Args:
-        max_turns: how many messages to keep; the least recently remembered or restored
-            goes first.
+        max_turns: how many messages (and as many aliases) to keep; the least recently
+            remembered or restored goes first.
     """
 
     def __init__(self, max_turns: int = 4096) -> None:
@@ -54,6 +62,7 @@ class TurnStore:
             raise ValueError(f"max_turns must be at least 1, not {max_turns}")
         self._max = max_turns
         self._turns: OrderedDict[str, Message] = OrderedDict()
+        self._aliases: OrderedDict[str, str] = OrderedDict()
         self._lock = threading.Lock()
 
     def remember(self, message: Message) -> None:
@@ -61,23 +70,50 @@ class TurnStore:
         the message its ``token_ids``). The store takes ownership: do not change it later.
 
         A message whose visible content equals a stored one replaces it (the newest output
-        is the one the client is about to send back)."""
-        if message.role != "assistant":
-            raise ValueError(f"only assistant messages are remembered, not {message.role!r}")
-        key = visible_key(message.content)
+        is the one the client is about to send back). Never blocks on I/O: it is called on
+        the event loop."""
+        self._keep(_checked(message), message)
+
+    def alias(self, blocks: Sequence[ContentBlock], message: Message) -> None:
+        """Find the remembered ``message`` by ``blocks`` as well (see the class docstring);
+        nothing to do when ``blocks`` is its visible content. Never blocks on I/O."""
+        alias, key = visible_key(blocks), visible_key(message.content)
+        if alias != key:
+            self._keep_alias(alias, key)
+
+    def restore(self, blocks: Sequence[ContentBlock]) -> Message | None:
+        """A copy of the stored message whose visible content (or an alias of it) equals
+        ``blocks``, or ``None``. Called on worker threads.
+
+        Costs time proportional to the size of ``blocks``, whatever the size of the store."""
+        return self._find(visible_key(blocks))
+
+    def close(self) -> None:
+        """Release what the store holds beyond memory (nothing here); idempotent."""
+
+    def _keep(self, key: str, message: Message) -> None:
         with self._lock:
             self._turns[key] = message
             self._turns.move_to_end(key)
             while len(self._turns) > self._max:
                 self._turns.popitem(last=False)
 
-    def restore(self, blocks: Sequence[ContentBlock]) -> Message | None:
-        """A copy of the stored message whose visible content equals ``blocks``, or ``None``.
+    def _keep_alias(self, alias: str, key: str) -> None:
+        with self._lock:
+            self._aliases[alias] = key
+            self._aliases.move_to_end(alias)
+            while len(self._aliases) > self._max:
+                self._aliases.popitem(last=False)
 
-        Costs time proportional to the size of ``blocks``, whatever the size of the store."""
-        key = visible_key(blocks)
+    def _find(self, key: str) -> Message | None:
+        """A copy of the turn stored under ``key`` or under the alias ``key``."""
         with self._lock:
             message = self._turns.get(key)
+            if message is None and key in self._aliases:
+                message = self._turns.get(self._aliases[key])
+                if message is not None:
+                    self._aliases.move_to_end(key)
+                    key = self._aliases[key]
             if message is None:
                 return None
             self._turns.move_to_end(key)
@@ -91,6 +127,13 @@ class TurnStore:
         if not isinstance(blocks, Sequence):
             return False
         return visible_key(blocks) in self._turns
+
+
+def _checked(message: Message) -> str:
+    """``message``'s visible key, once it is checked to be an assistant message."""
+    if message.role != "assistant":
+        raise ValueError(f"only assistant messages are remembered, not {message.role!r}")
+    return visible_key(message.content)
 
 
 def visible_key(blocks: Sequence[ContentBlock]) -> str:
