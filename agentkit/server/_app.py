@@ -3,8 +3,10 @@
 Endpoints: ``POST /v1/messages`` (streaming and not), ``POST /v1/messages/count_tokens``,
 ``GET /v1/models``, ``GET /v1/models/{id}`` (ids may contain slashes), ``HEAD``/``GET /``
 (health), ``POST /v1/tokenize``, ``POST /v1/detokenize``, ``GET /v1/stats`` (the counters of
-:mod:`._stats`). Query strings (``?beta=true``) are ignored. Errors have the API's JSON shape
-and status codes. The adapters translate; the runtime renders, generates and parses.
+:mod:`._stats`), ``GET /metrics`` (Prometheus text: :mod:`._metrics`). Every response carries
+an ``x-request-id`` (:mod:`._request_ids`). Query strings (``?beta=true``) are ignored.
+Errors have the API's JSON shape and status codes. The adapters translate; the runtime
+renders, generates and parses.
 """
 
 from __future__ import annotations
@@ -55,6 +57,8 @@ from agentkit.server._errors import error_response
 from agentkit.server._guard import BoundaryGuard, allowed_methods
 from agentkit.server._intake import decode_ids
 from agentkit.server._lifecycle import TurnWatch, client_gone
+from agentkit.server._metrics import CONTENT_TYPE, HttpMetrics
+from agentkit.server._request_ids import RequestIds
 from agentkit.server._runtime import ModelTurn, ServerRuntime, TurnSpec
 from agentkit.server._signing import ThinkingSigner
 
@@ -159,6 +163,11 @@ def create_app(
         """The server's counters (disconnects, aborts, stream failures) and requests in
         flight: what clients that leave, stall or fail have cost."""
         return JSONResponse(context.stats.snapshot(in_flight=context.in_flight))
+
+    async def metrics(request: Request) -> Response:
+        """Every metric in Prometheus' text format (behind the API key, as ``/v1/stats``)."""
+        text = context.metrics.render(context.stats, turns_in_flight=context.in_flight)
+        return Response(text, media_type=CONTENT_TYPE)
 
     model_entry = context.model_entry
 
@@ -289,6 +298,7 @@ def create_app(
         Route("/", endpoint(health, public=True), methods=["GET", "HEAD"]),
         Route("/health", endpoint(health, public=True), methods=["GET", "HEAD"]),
         Route("/v1/stats", endpoint(stats), methods=["GET"]),
+        Route("/metrics", endpoint(metrics), methods=["GET"]),
         Route("/v1/models", endpoint(list_models), methods=["GET"]),
         Route("/v1/models/{model_id:path}", endpoint(get_model), methods=["GET"]),
         Route("/v1/messages", endpoint(messages), methods=["POST"]),
@@ -302,9 +312,11 @@ def create_app(
         allowed_origins=config.allowed_origins,
         allowed_hosts=config.allowed_hosts,
     )
+    # Outermost first: the request id and the metrics also cover what the guard refuses.
+    counting = Middleware(HttpMetrics, metrics=context.metrics, routes=routes)
     return Starlette(
         routes=routes,
-        middleware=[guard],
+        middleware=[Middleware(RequestIds), counting, guard],
         exception_handlers={HTTPException: not_found},
         lifespan=lifespan,
     )

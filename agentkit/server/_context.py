@@ -20,6 +20,7 @@ from starlette.requests import ClientDisconnect, Request
 
 from agentkit.server._errors import ERROR_STATUS, ApiError
 from agentkit.server._intake import Limits, check_counts, parse_json, read_bytes
+from agentkit.server._metrics import ServerMetrics
 from agentkit.server._runtime import ServerRuntime
 from agentkit.server._stats import ServerStats
 from agentkit.side_queries import AgentHints
@@ -90,6 +91,8 @@ class ServerContext:
     in_flight: int = 0
     stats: ServerStats = field(default_factory=ServerStats)
     """Disconnects, aborts and stream failures, counted by every adapter."""
+    metrics: ServerMetrics = field(default_factory=ServerMetrics)
+    """Requests, tokens and latencies, served at ``GET /metrics`` (:mod:`._metrics`)."""
     _limiter: anyio.CapacityLimiter | None = field(default=None, init=False, repr=False)
 
     def authorize(self, request: Request) -> None:

@@ -36,7 +36,7 @@ __all__ = ["BoundaryGuard", "allowed_methods", "is_json_type", "is_loopback_host
 _ALLOWED_METHODS = "GET, POST, HEAD"
 _ALLOWED_HEADERS = (
     "authorization, content-type, content-encoding, x-api-key, anthropic-version, "
-    "anthropic-beta, x-agentkit-dispatch"
+    "anthropic-beta, x-agentkit-dispatch, x-request-id"
 )
 
 
@@ -125,6 +125,7 @@ class BoundaryGuard:
             if message["type"] == "http.response.start":
                 response_headers = MutableHeaders(scope=message)
                 response_headers["access-control-allow-origin"] = origin
+                response_headers["access-control-expose-headers"] = "x-request-id"
                 response_headers.add_vary_header("Origin")
             await send(message)
 

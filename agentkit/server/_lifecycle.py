@@ -15,11 +15,16 @@ accepted, so one :class:`TurnWatch` handles it for all of them:
   (given by the adapter as ``fail(kind, message)``), never as if it were complete.
 
 Every early end is counted in :class:`~agentkit.server._stats.ServerStats`; one that threw
-generated tokens away is logged at WARNING, with how many.
+generated tokens away is logged at WARNING, with how many. Every turn, however it ends, is
+recorded once in :class:`~agentkit.server._metrics.ServerMetrics` (tokens, time to first
+token). Records name the turn by ``turn_id`` (the engine's request id, the response's id):
+``request_id`` is the HTTP request's, bound for every record by
+:class:`~agentkit.server._request_ids.RequestIds`.
 """
 
 from __future__ import annotations
 
+import time
 import traceback
 from collections.abc import AsyncGenerator, Awaitable, Callable
 
@@ -79,6 +84,30 @@ class TurnWatch:
         self._turn = turn
         self._release = release
         self._ended = False
+        self._recorded = False
+        self._started = time.monotonic()
+
+    def _record(self) -> None:
+        """Record the turn's tokens and time to first token in the metrics (once). A turn
+        the engine produced nothing for (aborted while queued) records none."""
+        if self._recorded:
+            return
+        self._recorded = True
+        turn = self._turn
+        usage = turn.usage
+        if turn.message is None and not turn.token_ids and not usage.prompt_tokens:
+            return
+        self._context.metrics.turn(
+            prompt_tokens=turn.prompt_tokens or 0,
+            cached_prompt_tokens=turn.cached_prompt_tokens,
+            output_tokens=len(turn.token_ids) or usage.output_tokens,
+            time_to_first_token=usage.time_to_first_token_s,
+        )
+
+    def dispatched(self) -> None:
+        """A ``tool_call_dispatch`` event is being sent (Chat's dispatch side channel): its
+        latency from the turn's start goes into the metrics."""
+        self._context.metrics.tool_dispatch.observe(time.monotonic() - self._started)
 
     def ended_early(self, reason: AbortReason) -> None:
         """Count (and log) a response that ended before it was complete (once)."""
@@ -87,20 +116,24 @@ class TurnWatch:
         self._ended = True
         stats = self._context.stats
         stats.count_early_end(reason)
+        self._record()
         turn = self._turn
-        request_id = turn.request.request_id
+        turn_id = turn.request.request_id
         if turn.message is not None:  # generation had finished; only the delivery was cut
-            _log.info("response ended early", reason=reason, request_id=request_id)
+            _log.info("response ended early", reason=reason, turn_id=turn_id)
             return
         tokens = len(turn.token_ids) or turn.usage.output_tokens
         stats.count_abort(tokens)
         log = _log.warning if tokens else _log.info
-        log("request aborted", reason=reason, request_id=request_id, output_tokens=tokens)
+        log("request aborted", reason=reason, turn_id=turn_id, output_tokens=tokens)
 
-    async def complete(self, receive: Receive, work: Callable[[], Awaitable[None]]) -> bool:
+    async def complete(
+        self, receive: Receive, work: Callable[[], Awaitable[None]], *, final: bool = True
+    ) -> bool:
         """Run ``work`` (a non-streaming turn's generation) while watching the connection:
         ``False`` if the client left first (``work`` is then cancelled, which aborts the
-        request). Exceptions from ``work`` propagate unchanged."""
+        request). Exceptions from ``work`` propagate unchanged. ``final``: the turn is over
+        when ``work`` is (``False`` while waiting for a streamed turn's first event)."""
         left = False
         error: BaseException | None = None
         try:
@@ -127,9 +160,12 @@ class TurnWatch:
             self.ended_early("cancelled")
             raise
         if error is not None:
+            self._record()
             raise error
         if left:
             self.ended_early("disconnect")
+        elif final:
+            self._record()
         return not left
 
     async def first_event(
@@ -144,7 +180,7 @@ class TurnWatch:
             nonlocal first
             first = await first_event(events)
 
-        present = await self.complete(receive, begin)
+        present = await self.complete(receive, begin, final=False)
         if not present:
             await events.aclose()
         return present, first
@@ -162,17 +198,17 @@ class TurnWatch:
         ends, however it ends, ``events`` is closed and the slot released."""
         config = self._context.config
         stats = self._context.stats
-        request_id = self._turn.request.request_id
+        turn_id = self._turn.request.request_id
 
         def failed(error: Exception) -> bytes:
             stats.stream_failures += 1
             kind, message = failure(error)
             if isinstance(error, AgentkitError | ApiError):
-                _log.warning("the stream failed", request_id=request_id, kind=kind, error=message)
+                _log.warning("the stream failed", turn_id=turn_id, kind=kind, error=message)
             else:
                 _log.error(
                     "the stream failed unexpectedly",
-                    request_id=request_id,
+                    turn_id=turn_id,
                     error=repr(error),
                     traceback="".join(traceback.format_exception(error)),
                 )
@@ -182,6 +218,7 @@ class TurnWatch:
             try:
                 await events.aclose()
             finally:
+                self._record()
                 self._release()
 
         return EventStreamResponse(

@@ -20,6 +20,7 @@ from starlette.routing import Route
 
 from agentkit._logging import get_logger
 from agentkit.errors import ConfigurationError, ContextWindowExceeded, EngineError, EngineOverloaded
+from agentkit.events import ParseEvent, ToolCallComplete
 from agentkit.server._chat_request import (
     ChatRequest,
     ConvertedChat,
@@ -132,12 +133,17 @@ def chat_routes(context: ServerContext) -> list[Route]:
             raise
         include_usage = bool((parsed.stream_options or {}).get("include_usage"))
 
+        def frames(event: ParseEvent) -> bytes:
+            if stream.dispatch and isinstance(event, ToolCallComplete):
+                watch.dispatched()  # its tool_call_dispatch event is in these frames
+            return stream.event(event)
+
         async def body() -> AsyncGenerator[bytes, None]:
             yield stream.start()
             if first is not None:
-                yield stream.event(first)
+                yield frames(first)
                 async for event in events:
-                    yield stream.event(event)
+                    yield frames(event)
             remember(turn)
             yield stream.finish(finish_reason(turn.finish_reason, bool(stream.calls)))
             if include_usage:

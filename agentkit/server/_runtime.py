@@ -198,7 +198,7 @@ class ModelTurn:
             self._runtime.turns.remember(message)
         _log.info(
             "turn",
-            request_id=self.request.request_id,
+            turn_id=self.request.request_id,
             finish_reason=self.finish_reason,
             prompt_tokens=self.prompt_tokens,
             cached_prompt_tokens=self.cached_prompt_tokens,

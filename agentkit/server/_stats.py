@@ -1,8 +1,9 @@
 """The server's counters: what clients that leave, stall or fail cost, in one object.
 
 Every adapter counts into the one :class:`ServerStats` on the server context, so a reader
-(``GET /v1/stats``, tests, a metrics exporter) has a single place to look. Counters only go
-up; ``in_flight`` is the one gauge, read from the context when a snapshot is taken.
+(``GET /v1/stats`` as JSON, ``GET /metrics`` as Prometheus counters named in
+:mod:`._metrics`, tests) has a single place to look. Counters only go up; ``in_flight`` is the
+one gauge, read from the context when a snapshot is taken.
 """
 
 from __future__ import annotations

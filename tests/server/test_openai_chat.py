@@ -624,5 +624,6 @@ def test_errors(tmp_path: Path) -> None:
                 assert busy.status_code == 429, busy.text
                 error = busy.json()["error"]
                 assert (error["type"], error["code"]) == ("rate_limit_error", "rate_limit_exceeded")
-                assert set(error) == {"message", "type", "param", "code"}
+                assert set(error) == {"message", "type", "param", "code", "request_id"}
+                assert error["request_id"] == busy.headers["x-request-id"]
         assert engine.aborted >= 1
