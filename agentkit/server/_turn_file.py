@@ -87,7 +87,14 @@ class _Touch:
     used: int
 
 
-_Write = _Turn | _Alias | _Touch
+@dataclass(frozen=True, slots=True)
+class _Flush:
+    """Set once every write queued before it is committed (or failed)."""
+
+    done: threading.Event
+
+
+_Write = _Turn | _Alias | _Touch | _Flush
 
 
 class SQLiteTurnStore(TurnStore):
@@ -132,7 +139,6 @@ class SQLiteTurnStore(TurnStore):
         self._queue: queue.SimpleQueue[_Write | None] = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
         self._pending: dict[str, Message] = {}
-        self._flushes: list[threading.Event] = []
         self._clock = 0
         self._closed = False
 
@@ -200,26 +206,20 @@ class SQLiteTurnStore(TurnStore):
     def remember(self, message: Message) -> None:
         key = _checked(message)
         self._keep(key, message)
-        if self._ensure_open():
-            key = self._prefix + key
-            with self._lock:
-                self._pending[key] = message
-            self._queue.put(_Turn(key, message, self._tick()))
+        self._enqueue(_Turn(self._prefix + key, message, self._tick()))
 
     def alias(self, blocks: Sequence[ContentBlock], message: Message) -> None:
         alias, key = visible_key(blocks), visible_key(message.content)
         if alias == key:
             return
         self._keep_alias(alias, key)
-        if self._ensure_open():
-            self._queue.put(_Alias(self._prefix + alias, self._prefix + key))
+        self._enqueue(_Alias(self._prefix + alias, self._prefix + key))
 
     def restore(self, blocks: Sequence[ContentBlock]) -> Message | None:
         key = visible_key(blocks)
         found = self._find(key)
         if found is not None:
-            if self._ensure_open():
-                self._touch(found)
+            self._touch(found)
             return found
         if not self._ensure_open():
             return None
@@ -248,13 +248,9 @@ class SQLiteTurnStore(TurnStore):
 
     def flush(self) -> None:
         """Wait until every write queued so far is committed (tests, and a clean shutdown)."""
-        if not self._ensure_open():
-            return
-        done = threading.Event()
-        with self._lock:
-            self._flushes.append(done)
-        self._queue.put(_Touch("", 0))  # wakes the writer, which then sets ``done``
-        done.wait()
+        flush = _Flush(threading.Event())
+        if self._enqueue(flush):  # in order: what was queued before is committed first
+            flush.done.wait()
 
     def _ensure_open(self) -> bool:
         """Open on first use; ``False`` once closed (memory only from then on)."""
@@ -262,13 +258,26 @@ class SQLiteTurnStore(TurnStore):
             self.open()
         return self._connection is not None and not self._closed
 
+    def _enqueue(self, write: _Write) -> bool:
+        """Queue ``write`` for the writer thread (opening the file on first use); ``False``
+        once closed. Under the open lock, so nothing is queued behind :meth:`close`'s stop."""
+        self._ensure_open()
+        with self._open_lock:
+            if self._writer is None:
+                return False
+            if isinstance(write, _Turn):
+                with self._lock:
+                    self._pending[write.key] = write.message
+            self._queue.put(write)
+            return True
+
     def _tick(self) -> int:
         with self._lock:
             self._clock += 1
             return self._clock
 
     def _touch(self, message: Message) -> None:
-        self._queue.put(_Touch(self._prefix + visible_key(message.content), self._tick()))
+        self._enqueue(_Touch(self._prefix + visible_key(message.content), self._tick()))
 
     def _pending_or_read(self, key: str) -> Message | None:
         """The turn under ``key`` or the alias ``key``: queued, or read from the file."""
@@ -311,7 +320,7 @@ class SQLiteTurnStore(TurnStore):
             stop = item is None
             try:
                 self._commit(batch)
-            except self._sqlite.Error as error:
+            except Exception as error:  # the writer must outlive a failed batch
                 _log.warning("could not store turns", path=str(self.path), error=str(error))
             finally:
                 with self._lock:
@@ -321,18 +330,16 @@ class SQLiteTurnStore(TurnStore):
                             and self._pending.get(write.key) is write.message
                         ):
                             del self._pending[write.key]
-                    flushes, self._flushes = self._flushes, []
-                for done in flushes:
-                    done.set()
+                for write in batch:
+                    if isinstance(write, _Flush):
+                        write.done.set()
 
     def _commit(self, batch: list[_Write]) -> None:
-        if not batch:
-            return
         rows = [
             (w.key, encode_messages([w.message]), w.used) for w in batch if isinstance(w, _Turn)
         ]
         aliases = [(w.alias, w.key) for w in batch if isinstance(w, _Alias)]
-        touches = [(w.used, w.key) for w in batch if isinstance(w, _Touch) and w.key]
+        touches = [(w.used, w.key) for w in batch if isinstance(w, _Touch)]
 
         def write(connection: sqlite3.Connection) -> None:
             connection.executemany(
@@ -345,6 +352,8 @@ class SQLiteTurnStore(TurnStore):
             connection.executemany("UPDATE turns SET used = MAX(used, ?) WHERE key = ?", touches)
             self._evict(connection)
 
+        if not (rows or aliases or touches):
+            return
         with self._db_lock:
             if self._connection is not None:
                 _transaction(self._connection, write)

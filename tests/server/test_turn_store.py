@@ -4,6 +4,7 @@ bounds, scoped to the model that produced them; and the thinking signer's persis
 from __future__ import annotations
 
 import sqlite3
+import threading
 from contextlib import closing
 from pathlib import Path
 
@@ -227,3 +228,39 @@ def test_the_serve_flag(
     else:
         assert options.turn_store is not None
         assert options.turn_store.as_posix().endswith(expected)
+
+
+def test_concurrent_remember_restore_and_close(tmp_path: Path) -> None:
+    """Remembering (the event loop) and restoring (worker threads) at once, then closing:
+    nothing raises, and every turn remembered before the close is in the file."""
+    path = tmp_path / "turns.sqlite"
+    store = SQLiteTurnStore(path, memory_turns=2)
+    store.open()
+    errors: list[BaseException] = []
+
+    def remember(offset: int) -> None:
+        try:
+            for n in range(offset, 200, 2):
+                store.remember(generated(n))
+        except BaseException as error:
+            errors.append(error)
+
+    def restore() -> None:
+        try:
+            for n in range(200):
+                found = store.restore(visible(generated(n)))
+                assert found is None or found.token_ids == [n, n + 1, n + 2]
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=remember, args=(i,)) for i in (0, 1)]
+    threads += [threading.Thread(target=restore) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    store.close()
+    assert errors == []
+    with SQLiteTurnStore(path) as reopened:
+        assert len(reopened) == 200
+        assert all(reopened.restore(visible(generated(n))) is not None for n in range(200))
