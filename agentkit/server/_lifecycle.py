@@ -100,7 +100,8 @@ class TurnWatch:
         self._context.metrics.turn(
             prompt_tokens=turn.prompt_tokens or 0,
             cached_prompt_tokens=turn.cached_prompt_tokens,
-            output_tokens=len(turn.token_ids) or usage.output_tokens,
+            # The engine's count once it reported one; the ids seen so far if it was cut off.
+            output_tokens=max(len(turn.token_ids), usage.output_tokens),
             time_to_first_token=usage.time_to_first_token_s,
         )
 

@@ -37,7 +37,6 @@ __all__ = [
     "MAX_LENGTH",
     "RequestIds",
     "accepted_request_id",
-    "current_request_id",
     "new_request_id",
     "with_request_id",
 ]
@@ -61,12 +60,6 @@ def accepted_request_id(value: str | None) -> str | None:
     if value is None or len(value) > MAX_LENGTH or _SAFE.fullmatch(value) is None:
         return None
     return value
-
-
-def current_request_id() -> str | None:
-    """The id of the request being answered in this context, or ``None`` outside one."""
-    value = structlog.contextvars.get_contextvars().get("request_id")
-    return value if isinstance(value, str) else None
 
 
 def with_request_id(body: Any, request_id: str) -> Any:
