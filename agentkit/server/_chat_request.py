@@ -82,25 +82,14 @@ class ReplayIndex:
     restart) with the turns it leads to.
 
     Args:
-        turns: the store the turns are remembered in. ``None``: the store of the first
-            request converted with this index (:func:`convert_chat_request` binds it; every
-            turn served is converted before it is remembered).
+        turns: the store the turns are remembered in (the runtime's).
     """
 
-    def __init__(self, turns: TurnStore | None = None) -> None:
+    def __init__(self, turns: TurnStore) -> None:
         self._turns = turns
-
-    def bind(self, turns: TurnStore) -> None:
-        """Keep the aliases in ``turns`` (if no store was given); one store per index."""
-        if self._turns is None:
-            self._turns = turns
-        elif self._turns is not turns:
-            raise ValueError("a ReplayIndex serves one turn store")
 
     def remember(self, message: Message) -> None:
         """Make ``message`` (remembered in the store) findable by its projection."""
-        if self._turns is None:
-            raise RuntimeError("the ReplayIndex has no turn store: bind one first")
         self._turns.alias(projection(message), message)
 
     def restore(self, turns: TurnStore, blocks: Sequence[ContentBlock]) -> Message | None:
@@ -238,7 +227,6 @@ def convert_chat_request(
 ) -> ConvertedChat:
     """Turn ``req`` into a :class:`TurnSpec` (see the module docstring); :class:`ApiError`
     ``invalid_request_error`` naming the field for anything malformed."""
-    index.bind(turns)
     if req.n is not None and req.n != 1:
         _fail("n", "only n=1 is supported")
     tools = [_tool_spec(tool, f"tools.{i}") for i, tool in enumerate(req.tools or [])]

@@ -59,7 +59,7 @@ def chat_routes(context: ServerContext) -> list[Route]:
     """``POST /v1/chat/completions`` on ``context``'s runtime."""
     runtime = context.runtime
     config = context.config
-    index = ReplayIndex()
+    index = ReplayIndex(runtime.turns)
 
     def parse(data: Any) -> ChatRequest:
         if not isinstance(data, dict):
