@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import AsyncGenerator
 
 import anyio
 import pytest
+from _hermes import hermes
 
 import agentkit
 from agentkit.engine import GenerationChunk, GenerationRequest, ScriptedEngine
@@ -22,10 +22,6 @@ from agentkit.transcript import (
 )
 
 pytestmark = pytest.mark.anyio
-
-
-def hermes(name: str, **arguments: object) -> str:
-    return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
 
 
 class CountingEngine:

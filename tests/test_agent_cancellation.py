@@ -14,6 +14,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from _hermes import hermes
 
 import agentkit
 from agentkit.agent import AgentStream
@@ -23,10 +24,6 @@ from agentkit.errors import RunCancelled
 pytestmark = pytest.mark.anyio
 
 RUNS = 50
-
-
-def hermes(name: str, **arguments: object) -> str:
-    return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
 
 
 def _queued_tool_result(stream: AgentStream) -> bool:

@@ -3,7 +3,6 @@ handler, on the scripted engines."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import textwrap
@@ -12,6 +11,7 @@ from typing import Any
 
 import anyio
 import pytest
+from _hermes import hermes
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter
@@ -34,10 +34,6 @@ from agentkit.transcript import Message, TextBlock, ToolCallBlock, ToolResultBlo
 pytestmark = pytest.mark.anyio
 
 QWEN3 = get_profile("qwen3")
-
-
-def hermes(name: str, **arguments: object) -> str:
-    return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
 
 
 def tokenized(outputs: list[str]) -> TokenizedScriptedEngine:

@@ -3,7 +3,6 @@ a typed error that names it and keeps everything produced."""
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 import sys
@@ -12,6 +11,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from _hermes import hermes
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
@@ -29,10 +29,6 @@ from agentkit.errors import MaxTurnsExceeded
 from agentkit.transcript import TextBlock, ToolResultBlock
 
 pytestmark = pytest.mark.anyio
-
-
-def hermes(name: str, **arguments: object) -> str:
-    return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
 
 
 def words(n: int) -> list[str]:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import AsyncGenerator, Sequence
 
 import pytest
+from _hermes import hermes
 
 import agentkit
 from agentkit.engine import GenerationChunk, GenerationRequest, ScriptedEngine, Usage
@@ -52,10 +52,6 @@ class TokenEngine:
         # Like vLLM: the EOS id is in the token ids, its text is not.
         tail = [EOS] if finish == "stop" else []
         yield GenerationChunk(text="", token_ids=tail, finish_reason="stop", usage=Usage())
-
-
-def hermes(name: str, **arguments: object) -> str:
-    return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
 
 
 @agentkit.tool

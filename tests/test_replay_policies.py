@@ -9,6 +9,7 @@ import re
 from collections.abc import AsyncGenerator, Sequence
 
 import pytest
+from _hermes import hermes
 
 import agentkit
 from agentkit.engine import GenerationChunk, GenerationRequest, ScriptedEngine, Usage
@@ -183,10 +184,6 @@ def test_template_native_needs_the_models_own_template() -> None:
 
 
 # --- truncation -------------------------------------------------------------------------
-
-
-def hermes(name: str, **arguments: object) -> str:
-    return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
 
 
 def tool_result(transcript: Transcript) -> ToolResultBlock:

@@ -8,11 +8,11 @@ The tiny random model's output is forced with structured outputs, as in the othe
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 
 import pytest
+from _hermes import hermes
 from _tiny_model import forced
 
 import agentkit
@@ -21,10 +21,6 @@ from agentkit.engine import GenerationChunk, GenerationRequest, VLLMEngine
 from agentkit.transcript import ToolResultBlock
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]
-
-
-def hermes(name: str, **arguments: object) -> str:
-    return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
 
 
 class Forcing:

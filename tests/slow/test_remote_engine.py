@@ -11,13 +11,13 @@ token ids that agentkit built with the model's local tokenizer.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
 from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _hermes import hermes
 from _tiny_model import forced
 from _vllm_server import VLLMServer, server_flags, vllm_server
 
@@ -43,10 +43,6 @@ SERVER_FLAGS = [
     "--disable-log-stats",
     "--disable-uvicorn-access-log",
 ]
-
-
-def hermes(name: str, **arguments: object) -> str:
-    return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
 
 
 PROMPT = "Remote twin: look up a and b."

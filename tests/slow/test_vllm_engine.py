@@ -8,12 +8,12 @@ detokenizer and prefix cache.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 
 import anyio
 import pytest
+from _hermes import hermes
 from _tiny_model import forced
 
 import agentkit
@@ -23,10 +23,6 @@ from agentkit.events import ToolCallStarted
 from agentkit.transcript import ReasoningBlock, TextBlock, ToolCallBlock, ToolResultBlock
 
 pytestmark = [pytest.mark.slow, pytest.mark.anyio]
-
-
-def hermes(name: str, **arguments: object) -> str:
-    return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
 
 
 class ForcedEngine:
