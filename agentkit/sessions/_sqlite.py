@@ -123,7 +123,11 @@ class SQLiteSessionStore(SessionStore):
             self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False
         )
         try:
-            connection.execute("PRAGMA journal_mode=WAL")
+            # WAL is a property of the file: once set, reading it takes no lock, while setting
+            # it again can fail at once ("database is locked") when another process is writing.
+            (mode,) = connection.execute("PRAGMA journal_mode").fetchone()
+            if str(mode).lower() != "wal":
+                connection.execute("PRAGMA journal_mode=WAL")
             connection.execute(f"PRAGMA synchronous={self._synchronous.upper()}")
             _transaction(connection, _migrate)
         except BaseException:
