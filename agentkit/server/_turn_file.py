@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 from agentkit._logging import get_logger
 from agentkit.errors import ConfigurationError
 from agentkit.server._turns import TurnStore, _checked, visible_key
-from agentkit.sessions._sqlite import _transaction
+from agentkit.sessions._sqlite import _transaction, use_wal
 from agentkit.sessions._store import decode_messages, encode_messages
 from agentkit.transcript import ContentBlock, Message
 
@@ -162,7 +162,7 @@ class SQLiteTurnStore(TurnStore):
                     f"cannot open the turn store {self.path}: {error}"
                 ) from error
             try:
-                connection.execute("PRAGMA journal_mode=WAL")
+                use_wal(connection)
                 connection.execute("PRAGMA synchronous=NORMAL")
                 _transaction(connection, _migrate)
                 (used,) = connection.execute("SELECT COALESCE(MAX(used), 0) FROM turns").fetchone()

@@ -123,11 +123,7 @@ class SQLiteSessionStore(SessionStore):
             self.path, timeout=self._timeout, isolation_level=None, check_same_thread=False
         )
         try:
-            # WAL is a property of the file: once set, reading it takes no lock, while setting
-            # it again can fail at once ("database is locked") when another process is writing.
-            (mode,) = connection.execute("PRAGMA journal_mode").fetchone()
-            if str(mode).lower() != "wal":
-                connection.execute("PRAGMA journal_mode=WAL")
+            use_wal(connection)
             connection.execute(f"PRAGMA synchronous={self._synchronous.upper()}")
             _transaction(connection, _migrate)
         except BaseException:
@@ -242,6 +238,15 @@ class SQLiteSessionStore(SessionStore):
 
         await self._run(lambda connection: _transaction(connection, fork))
         return self.session(new_id)
+
+
+def use_wal(connection: sqlite3.Connection) -> None:
+    """Put the file in WAL mode. WAL is a property of the file: once set, reading it takes no
+    lock, while setting it again can fail at once ("database is locked") when another process
+    is writing, so it is set only when it is not already."""
+    (mode,) = connection.execute("PRAGMA journal_mode").fetchone()
+    if str(mode).lower() != "wal":
+        connection.execute("PRAGMA journal_mode=WAL")
 
 
 def _transaction(connection: sqlite3.Connection, work: Callable[[sqlite3.Connection], _T]) -> _T:
