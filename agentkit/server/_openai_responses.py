@@ -1,9 +1,22 @@
 """The OpenAI Responses API (``POST /v1/responses``), as Codex and the ``openai`` SDK speak it.
 
-Stateless: clients send the whole conversation each time (``store: false``);
-``previous_response_id`` and ``item_reference`` are refused. This module holds the routes;
-the request side (bodies, tools, input items) is :mod:`._responses_request`, the response
-side (stream events and the response object) :mod:`._responses_stream`.
+Stateful or stateless, as the client chooses. With ``store`` (agentkit's default is
+``true``, as OpenAI's is: clients such as the ``openai`` SDK expect ``previous_response_id``
+to work without asking) a finished response is kept (:mod:`._response_store`: its input
+items, the response object and the exact generated turn) in the server's turn store, so in
+the turn file by default and across restarts. ``previous_response_id`` continues a stored
+response: the conversation is its input and output items (and those of the responses before
+it) followed by the new input, its generated turns replayed exactly, so the new prompt
+extends the previous prompt and output token for token. ``instructions`` are not carried
+over (OpenAI's rule): each request's own stand at the start of the conversation. An unknown,
+deleted or evicted id is a 404 naming ``previous_response_id``. ``GET
+/v1/responses/{id}`` returns the response object as it was returned, ``GET
+/v1/responses/{id}/input_items`` its request's input items, ``DELETE /v1/responses/{id}``
+deletes it (OpenAI's ``response.deleted`` object); unknown ids are a 404. ``store: false``
+(Codex sends it, with the whole conversation each time) keeps nothing. ``item_reference``
+is refused. This module holds the routes; the request side (bodies, tools, input items) is
+:mod:`._responses_request`, the response side (stream events and the response object)
+:mod:`._responses_stream`.
 
 **Exact replay across stateless requests.** With ``include: ["reasoning.encrypted_content"]``
 each reasoning item's ``encrypted_content`` is sealed (:mod:`agentkit.server._sealing`): its
@@ -42,7 +55,14 @@ from agentkit.errors import (
 )
 from agentkit.events import ToolCallComplete
 from agentkit.server._context import ApiError, ServerContext, agent_hints
+from agentkit.server._ids import new_call_id
 from agentkit.server._lifecycle import TurnWatch, client_gone
+from agentkit.server._response_store import (
+    History,
+    MissingResponse,
+    item_page,
+    response_store,
+)
 from agentkit.server._responses_request import (
     SEAL_PURPOSE,
     InputConverter,
@@ -51,6 +71,7 @@ from agentkit.server._responses_request import (
     UnsupportedEncoding,
     UnverifiableReasoning,
     read_body,
+    stored_response,
     tool_choice,
 )
 from agentkit.server._responses_stream import ResponseStream, new_id
@@ -86,6 +107,21 @@ def responses_routes_factory(
         return [
             Route("/v1/responses", adapter.endpoint(adapter.create), methods=["POST"]),
             Route("/v1/responses", adapter.websocket_refusal, methods=["GET"]),
+            Route(
+                "/v1/responses/{response_id}",
+                adapter.endpoint(adapter.retrieve),
+                methods=["GET"],
+            ),
+            Route(
+                "/v1/responses/{response_id}",
+                adapter.endpoint(adapter.delete),
+                methods=["DELETE"],
+            ),
+            Route(
+                "/v1/responses/{response_id}/input_items",
+                adapter.endpoint(adapter.input_items),
+                methods=["GET"],
+            ),
         ]
 
     return factory
@@ -113,6 +149,7 @@ class _Adapter:
         self.sealer = sealer.bound(json.dumps(served))
         self.unverifiable = unverifiable
         self.warned: set[str] = set()
+        self.responses = response_store(self.runtime.turns)
 
     def endpoint(
         self, handler: Callable[[Request], Awaitable[Response]]
@@ -185,6 +222,7 @@ class _Adapter:
                     if not await watch.complete(request.receive, generate):
                         return client_gone()
                     stream.finish(turn)
+                    self._keep(parsed, stream.response, turn.message)
                     return JSONResponse(stream.response)
                 finally:
                     release()
@@ -207,7 +245,9 @@ class _Adapter:
                         break
                     yield stream.event(event)
                     done = single_call and isinstance(event, ToolCallComplete)
-            yield stream.finish(turn)
+            last = stream.finish(turn)
+            self._keep(parsed, stream.response, turn.message)  # before the client can continue it
+            yield last
 
         # A failure from here on ends the stream with `response.failed` (TurnWatch).
         return watch.stream(  # type: ignore[return-value]
@@ -226,20 +266,13 @@ class _Adapter:
             detail = error.errors()[0]
             where = ".".join(str(p) for p in detail["loc"])
             raise ApiError("invalid_request_error", f"{where}: {detail['msg']}") from error
-        if parsed.previous_response_id:
-            raise ApiError(
-                "invalid_request_error",
-                "previous_response_id: this server keeps no responses (store: false); "
-                "send the whole conversation in input",
-                param="previous_response_id",
-            )
         text_format = (parsed.text or {}).get("format")
         if isinstance(text_format, Mapping) and text_format.get("type") not in (None, "text"):
             self._warn_once("format", "text.format is not enforced: the model answers in text")
         tools = Tools.convert(parsed.tools, self._warn_once)
         choice = tool_choice(parsed.tool_choice, tools, self._warn_once)
         converter = InputConverter(self.runtime, self.sealer, self.unverifiable, self._warn_once)
-        transcript = converter.convert(parsed)
+        transcript = converter.convert(parsed, self._history(parsed.previous_response_id))
         reasoning = parsed.reasoning or {}
         response_id = new_id("resp_")
         spec = TurnSpec(
@@ -251,8 +284,43 @@ class _Adapter:
             top_p=parsed.top_p,
             thinking=False if reasoning.get("effort") in ("none", "minimal") else None,
             hints=agent_hints(parsed),
+            call_ids=new_call_id,
         )
         return parsed, tools, spec, response_id
+
+    def _history(self, previous: str | None) -> History | None:
+        if previous is None:
+            return None
+        try:
+            return self.responses.history(previous)
+        except MissingResponse as error:
+            raise ApiError(
+                "invalid_request_error", str(error), param="previous_response_id", status=404
+            ) from error
+
+    def _keep(self, req: ResponsesRequest, response: dict[str, Any], turn: Message | None) -> None:
+        """Store a finished response the request asked to store (on the event loop: the
+        store queues the write)."""
+        if req.store is not False and response["status"] in ("completed", "incomplete"):
+            self.responses.put(stored_response(req, response, turn))
+
+    async def retrieve(self, request: Request) -> Response:
+        stored = await self.context.work(self.responses.get, _path_id(request))
+        if stored is None:
+            raise _not_found(_path_id(request))
+        return JSONResponse(stored.response)
+
+    async def delete(self, request: Request) -> Response:
+        response_id = _path_id(request)
+        if not await self.context.work(self.responses.delete, response_id):
+            raise _not_found(response_id)
+        return JSONResponse({"id": response_id, "object": "response.deleted", "deleted": True})
+
+    async def input_items(self, request: Request) -> Response:
+        stored = await self.context.work(self.responses.get, _path_id(request))
+        if stored is None:
+            raise _not_found(_path_id(request))
+        return JSONResponse(item_page(stored.input, request.query_params))
 
     def _sealing(self, response_id: str) -> Callable[[int, str, Message | None], str]:
         profile = self.runtime.profile.name
@@ -303,8 +371,8 @@ def _envelope(req: ResponsesRequest, response_id: str, tools: Tools) -> dict[str
         },
         "text": text,
         "truncation": "disabled",
-        "store": False,
-        "previous_response_id": None,
+        "store": req.store is not False,
+        "previous_response_id": req.previous_response_id,
         "prompt_cache_key": req.prompt_cache_key,
         "metadata": req.metadata or {},
         "user": req.user,
@@ -312,3 +380,13 @@ def _envelope(req: ResponsesRequest, response_id: str, tools: Tools) -> dict[str
         "incomplete_details": None,
         "usage": None,
     }
+
+
+def _path_id(request: Request) -> str:
+    return str(request.path_params["response_id"])
+
+
+def _not_found(response_id: str) -> ApiError:
+    return ApiError(
+        "invalid_request_error", f"Response with id '{response_id}' not found.", status=404
+    )

@@ -26,8 +26,10 @@
 
 from __future__ import annotations
 
+import copy
 import io
 import json
+import secrets
 import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -39,6 +41,7 @@ from starlette.requests import Request
 from agentkit._logging import get_logger
 from agentkit.server._context import ApiError, ServerContext
 from agentkit.server._intake import embedded_json
+from agentkit.server._response_store import History, StoredResponse
 from agentkit.server._runtime import ServerRuntime
 from agentkit.server._sealing import Sealer, SealError
 from agentkit.server._turns import visible_key
@@ -61,7 +64,10 @@ __all__ = [
     "UnsupportedEncoding",
     "UnverifiableReasoning",
     "flat_name",
+    "input_items",
+    "new_id",
     "read_body",
+    "stored_response",
     "tool_choice",
 ]
 
@@ -334,17 +340,21 @@ class InputConverter:
         self.run: _Run | None = None
         self.names: dict[str, str] = {}
         """Each call id's tool name, as the model knows it."""
+        self.exact: Mapping[str, Message] = {}
+        """The stored responses' generated turns, by visible content."""
 
-    def convert(self, req: ResponsesRequest) -> Transcript:
-        items: list[Any] = (
-            [{"type": "message", "role": "user", "content": req.input}]
-            if isinstance(req.input, str)
-            else req.input
-        )
+    def convert(self, req: ResponsesRequest, history: History | None = None) -> Transcript:
+        """The conversation as a transcript: ``history`` (a stored response's conversation,
+        for ``previous_response_id``) then the request's input, as if the client had sent
+        them all; ``instructions`` are the request's own (never carried over)."""
+        earlier = history.items if history is not None else []
+        self.exact = history.turns if history is not None else {}
+        items = [*earlier, *input_items(req)]
         system = [req.instructions] if req.instructions else []
         leading = True
         for i, item in enumerate(items):
-            path = f"input.{i}"
+            # An earlier response's item is never at fault: the request's own are counted.
+            path = f"input.{i - len(earlier)}" if i >= len(earlier) else "previous_response_id"
             if not isinstance(item, Mapping):
                 _fail(path, "expected an input item object")
             kind = item.get("type", "message")
@@ -394,7 +404,7 @@ class InputConverter:
             name = self.names.get(call_id, "unknown")
             self._add("tool", ToolResultBlock(call_id=call_id, name=name, content=text))
         elif kind == "item_reference":
-            _fail(path, "item_reference needs stored items; this server stores none")
+            _fail(path, "item_reference is not supported: continue with previous_response_id")
         else:
             self.warn(f"item:{kind}", f"dropping input items of type {kind!r}")
 
@@ -474,6 +484,10 @@ class InputConverter:
         if sealed is not None and visible_key(sealed.content) == key:
             self.transcript.append(sealed)
             return
+        exact = self.exact.get(key)
+        if exact is not None:  # a stored response's turn (previous_response_id)
+            self.transcript.append(exact)
+            return
         stored = self.runtime.turns.restore(run.blocks) if run.blocks else None
         if stored is not None:
             self.transcript.append(stored)
@@ -491,6 +505,47 @@ class InputConverter:
         else:
             why = "no sealed or stored turn matches: not generated here, edited, or evicted"
         _log.warning("cache break: an assistant turn is rendered canonically", why=why)
+
+
+def input_items(req: ResponsesRequest) -> list[Any]:
+    """The request's input as a list of items (a string is one user message)."""
+    if isinstance(req.input, str):
+        text = {"type": "input_text", "text": req.input}
+        return [{"type": "message", "role": "user", "content": [text]}]
+    return req.input
+
+
+_ITEM_PREFIXES = {
+    "message": "msg_",
+    "reasoning": "rs_",
+    "function_call": "fc_",
+    "function_call_output": "fco_",
+    "custom_tool_call": "ctc_",
+    "custom_tool_call_output": "ctco_",
+}
+
+
+def stored_response(
+    req: ResponsesRequest, response: dict[str, Any], turn: Message | None
+) -> StoredResponse:
+    """What ``store`` keeps of a finished response: its request's input items (each given an
+    ``id`` if it had none, as ``GET .../input_items`` lists them), the response object and
+    the exact generated turn."""
+    items: list[dict[str, Any]] = []
+    for item in input_items(req):
+        kept = dict(item)
+        if not isinstance(kept.get("id"), str):
+            kind = kept.get("type", "message")
+            kept["id"] = new_id(_ITEM_PREFIXES.get(str(kind), "item_"))
+        items.append(kept)
+    # A copy: the stream's object could still change (a failure while the last event is sent).
+    kept_response = copy.deepcopy(response)
+    return StoredResponse(response["id"], req.previous_response_id, kept_response, items, turn)
+
+
+def new_id(prefix: str) -> str:
+    """An id shaped like the API's: a prefix (``resp_``, ``rs_``, ``msg_``, ``fc_``) and hex."""
+    return prefix + secrets.token_hex(24)
 
 
 def _texts(item: Mapping[str, Any], path: str) -> list[str]:

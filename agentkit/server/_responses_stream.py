@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import json
-import secrets
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -27,16 +26,11 @@ from agentkit.events import (
     ToolCallComplete,
     ToolCallStarted,
 )
-from agentkit.server._responses_request import ToolRef
+from agentkit.server._responses_request import ToolRef, new_id
 from agentkit.server._runtime import ModelTurn
 from agentkit.transcript import Message, ReasoningBlock
 
 __all__ = ["ItemKind", "ResponseStream", "new_id"]
-
-
-def new_id(prefix: str) -> str:
-    """An id shaped like the API's: a prefix (``resp_``, ``rs_``, ``msg_``, ``fc_``) and hex."""
-    return prefix + secrets.token_hex(24)
 
 
 ItemKind = Literal["reasoning", "message", "function_call", "custom_tool_call"]

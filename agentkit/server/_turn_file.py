@@ -19,6 +19,10 @@ which costs a cache miss, never a wrong prompt.
 Keys are bound to a *scope* (the server passes the served model and profile): token ids mean
 something only to the model that produced them, so a file shared by servers of different
 models never restores one model's turn into another's prompt.
+
+The same file, connection and writer thread keep the Responses API's stored responses
+(:attr:`SQLiteTurnStore.responses`, :mod:`agentkit.server._response_store`), in a table of
+their own with bounds of their own: one store, one file.
 """
 
 from __future__ import annotations
@@ -30,10 +34,16 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agentkit._logging import get_logger
 from agentkit.errors import ConfigurationError
+from agentkit.server._response_store import (
+    RESPONSE_SCHEMA,
+    FileAccess,
+    ResponseWrite,
+    SQLiteResponses,
+)
 from agentkit.server._turns import TurnStore, _checked, visible_key
 from agentkit.sessions._sqlite import _transaction, use_wal
 from agentkit.sessions._store import decode_messages, encode_messages
@@ -46,10 +56,11 @@ __all__ = ["SCHEMA_VERSION", "SQLiteTurnStore"]
 
 _log = get_logger("agentkit.server")
 
-SCHEMA_VERSION = 1
-"""The file format this release writes (``PRAGMA user_version``); a newer one is refused."""
+SCHEMA_VERSION = 2
+"""The file format this release writes (``PRAGMA user_version``); a newer one is refused, an
+older one is brought up to date."""
 
-_SCHEMA = (
+_TURN_SCHEMA = (
     """CREATE TABLE turns (
         key TEXT PRIMARY KEY,
         message TEXT NOT NULL,
@@ -63,6 +74,9 @@ _SCHEMA = (
     ) WITHOUT ROWID""",
     "CREATE INDEX aliases_by_key ON aliases (key)",
 )
+
+_MIGRATIONS: tuple[tuple[str, ...], ...] = (_TURN_SCHEMA, RESPONSE_SCHEMA)
+"""The statements that bring a file from version ``i`` to ``i + 1``."""
 
 _BATCH = 256
 """The most queued writes one transaction commits."""
@@ -94,7 +108,7 @@ class _Flush:
     done: threading.Event
 
 
-_Write = _Turn | _Alias | _Touch | _Flush
+_Write = _Turn | _Alias | _Touch | _Flush | ResponseWrite
 
 
 class SQLiteTurnStore(TurnStore):
@@ -110,6 +124,8 @@ class SQLiteTurnStore(TurnStore):
         scope: what the stored token ids belong to (the served model): turns stored under
             another scope are not found.
         timeout: seconds a write waits for another process's write before failing.
+        max_responses: how many stored Responses API responses the file keeps.
+        max_response_bytes: how many bytes of encoded responses the file keeps.
     """
 
     def __init__(
@@ -121,6 +137,8 @@ class SQLiteTurnStore(TurnStore):
         memory_turns: int = 1024,
         scope: str = "",
         timeout: float = 30.0,
+        max_responses: int = 16_384,
+        max_response_bytes: int = 512 * 1024 * 1024,
     ) -> None:
         import sqlite3  # here, not at the top: `import agentkit` loads no database driver
 
@@ -141,6 +159,13 @@ class SQLiteTurnStore(TurnStore):
         self._pending: dict[str, Message] = {}
         self._clock = 0
         self._closed = False
+        self.responses = SQLiteResponses(
+            FileAccess(self._enqueue, self._tick, self._read, self.flush),
+            self._prefix,
+            max_responses=max_responses,
+            max_bytes=max_response_bytes,
+        )
+        """The Responses API's stored responses, in this file."""
 
     def __repr__(self) -> str:
         return f"SQLiteTurnStore({str(self.path)!r})"
@@ -165,7 +190,10 @@ class SQLiteTurnStore(TurnStore):
                 use_wal(connection)
                 connection.execute("PRAGMA synchronous=NORMAL")
                 _transaction(connection, _migrate)
-                (used,) = connection.execute("SELECT COALESCE(MAX(used), 0) FROM turns").fetchone()
+                (used,) = connection.execute(
+                    "SELECT MAX((SELECT COALESCE(MAX(used), 0) FROM turns),"
+                    " (SELECT COALESCE(MAX(used), 0) FROM responses))"
+                ).fetchone()
             except BaseException as error:
                 connection.close()
                 if isinstance(error, self._sqlite.Error):
@@ -258,6 +286,17 @@ class SQLiteTurnStore(TurnStore):
             self.open()
         return self._connection is not None and not self._closed
 
+    def _read(self, query: str, parameters: Sequence[object]) -> tuple[Any, ...] | None:
+        """The first row of ``query`` (opening the file on first use); ``None`` when there is
+        none or the file is closed."""
+        if not self._ensure_open():
+            return None
+        with self._db_lock:
+            if self._connection is None:
+                return None
+            row = self._connection.execute(query, tuple(parameters)).fetchone()
+        return None if row is None else tuple(row)
+
     def _enqueue(self, write: _Write) -> bool:
         """Queue ``write`` for the writer thread (opening the file on first use); ``False``
         once closed. Under the open lock, so nothing is queued behind :meth:`close`'s stop."""
@@ -330,6 +369,7 @@ class SQLiteTurnStore(TurnStore):
                             and self._pending.get(write.key) is write.message
                         ):
                             del self._pending[write.key]
+                self.responses.committed(batch)
                 for write in batch:
                     if isinstance(write, _Flush):
                         write.done.set()
@@ -340,6 +380,7 @@ class SQLiteTurnStore(TurnStore):
         ]
         aliases = [(w.alias, w.key) for w in batch if isinstance(w, _Alias)]
         touches = [(w.used, w.key) for w in batch if isinstance(w, _Touch)]
+        responses = [w for w in batch if isinstance(w, ResponseWrite)]
 
         def write(connection: sqlite3.Connection) -> None:
             connection.executemany(
@@ -351,8 +392,10 @@ class SQLiteTurnStore(TurnStore):
             connection.executemany("INSERT OR REPLACE INTO aliases VALUES (?, ?)", aliases)
             connection.executemany("UPDATE turns SET used = MAX(used, ?) WHERE key = ?", touches)
             self._evict(connection)
+            if responses:
+                self.responses.commit(connection, responses)
 
-        if not (rows or aliases or touches):
+        if not (rows or aliases or touches or responses):
             return
         with self._db_lock:
             if self._connection is not None:
@@ -381,7 +424,8 @@ class SQLiteTurnStore(TurnStore):
 
 
 def _migrate(connection: sqlite3.Connection) -> None:
-    """Create the schema in a new file; refuse a file from a newer release."""
+    """Create the schema in a new file, or the tables an older release's file lacks; refuse a
+    file from a newer release."""
     (version,) = connection.execute("PRAGMA user_version").fetchone()
     if version == SCHEMA_VERSION:
         return
@@ -390,6 +434,7 @@ def _migrate(connection: sqlite3.Connection) -> None:
             f"the turn store's schema is version {version}; this agentkit reads up to "
             f"{SCHEMA_VERSION}: upgrade agentkit or give another --turn-store"
         )
-    for statement in _SCHEMA:
-        connection.execute(statement)
+    for step in _MIGRATIONS[version:]:
+        for statement in step:
+            connection.execute(statement)
     connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")

@@ -414,7 +414,7 @@ def test_errors_failures_and_the_websocket_probe(tmp_path: Path) -> None:
         events = events_of(url, {"model": MODEL, "input": "hi", "stream": True})
         assert events[-1]["type"] == "response.failed"
         assert events[-1]["response"]["error"]["message"] == "the engine died"
-        with pytest.raises(openai.BadRequestError, match="previous_response_id"):
+        with pytest.raises(openai.NotFoundError, match="resp_1"):
             client.responses.create(model=MODEL, input="hi", previous_response_id="resp_1")
         with pytest.raises(openai.BadRequestError, match="item_reference"):
             client.responses.create(model=MODEL, input=[{"type": "item_reference", "id": "x"}])
