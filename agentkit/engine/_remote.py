@@ -16,7 +16,10 @@ What it adds over a plain HTTP client is the contract the agent loop relies on:
 * closing, breaking out of or cancelling the stream closes the HTTP connection, which is how
   the server learns to abort the request;
 * with several replicas, each session sticks to one replica (its prefix cache) while that
-  replica is up, and fails over to the next one when it is not (see ``_replicas.py``).
+  replica is up, and fails over to the next one when it is not (see ``_replicas.py``);
+* ``flavor="dynamo"`` speaks to an NVIDIA Dynamo frontend, whose router places sessions
+  itself: the same route, with the body fields, agent hints and session header Dynamo takes
+  (see ``_dynamo.py``).
 """
 
 from __future__ import annotations
@@ -38,6 +41,13 @@ import httpx
 from agentkit._control_tokens import tokenizer_control_tokens
 from agentkit._logging import get_logger
 from agentkit.engine._base import FinishReason, GenerationChunk, GenerationRequest, Usage
+from agentkit.engine._dynamo import (
+    SESSION_HEADER,
+    agent_hints,
+    dynamo_body,
+    hint_fields,
+    logprob_token_ids,
+)
 from agentkit.engine._replicas import Replica, ReplicaSet, session_key
 from agentkit.engine._vllm import _special_token_ids, sampling_options
 from agentkit.errors import ConfigurationError, EngineError, EngineOverloaded
@@ -58,6 +68,7 @@ _FINISH_REASONS: dict[str, FinishReason] = {"stop": "stop", "length": "length", 
 _MAX_RETRY_AFTER_S = 30.0
 
 FailureKind = Literal["down", "transient", "overloaded", "fatal", "setup"]
+Flavor = Literal["vllm", "dynamo"]
 
 
 class _AttemptFailed(Exception):
@@ -86,8 +97,9 @@ class RemoteEngine:
     Args:
         base_url: the server's root (``http://host:8000``; a trailing ``/v1`` is accepted).
         base_urls: several replicas of the same model instead of one ``base_url``. Requests
-            of one session (``request.extra["session_id"]``, else the request id up to its
-            last ``-``: an agent's ``run_<id>``) go to the same replica while it is up.
+            of one session (``request.extra["session_id"]``, else the agent's run id from
+            ``request.context``, else the request id up to its last ``-``) go to the same
+            replica while it is up.
         api_key: sent as ``Authorization: Bearer <api_key>``.
         model: the served model name (``--served-model-name``, or the model path).
         tokenizer: the model's tokenizer (anything with ``encode``/``decode``, e.g.
@@ -104,6 +116,15 @@ class RemoteEngine:
         replica_cooldown: seconds a replica that refused a connection is ranked last.
         http_client: an ``httpx.AsyncClient`` to use (its timeouts, limits, proxies); the
             engine does not close it. By default the engine owns a pooled client.
+        flavor: ``"vllm"`` (vLLM's or SGLang's server) or ``"dynamo"`` (an NVIDIA Dynamo
+            frontend). With ``"dynamo"`` the body keeps to the fields Dynamo accepts, output
+            token ids come back through ``logprobs`` (``return_tokens_as_token_ids``), the
+            priority and ``request.extra["agent_hints"]`` go to ``nvext.agent_hints`` and every
+            request carries its session in the ``x-dynamo-session-id`` header, so that
+            Dynamo's router keeps the session on the worker holding its KV cache.
+        speculative_prefill: (Dynamo) ask the worker to prefill the predicted next prompt
+            after each turn (``nvext.agent_hints.speculative_prefill``);
+            ``request.extra["speculative_prefill"]`` overrides it per request.
 
     Requests ask for raw output (``skip_special_tokens: false``), stop strings left out of
     the text (``include_stop_str_in_output: false``) and the output token ids
@@ -143,6 +164,8 @@ class RemoteEngine:
         backoff: float = 0.5,
         replica_cooldown: float = 15,
         http_client: httpx.AsyncClient | None = None,
+        flavor: Flavor = "vllm",
+        speculative_prefill: bool = False,
     ) -> None:
         if (base_url is None) == (base_urls is None):
             raise ConfigurationError("RemoteEngine takes either base_url or base_urls")
@@ -152,7 +175,11 @@ class RemoteEngine:
             raise ConfigurationError("max_retries, backoff and replica_cooldown must be >= 0")
         if min(connect_timeout, first_token_timeout, token_timeout) <= 0:
             raise ConfigurationError("timeouts must be > 0 seconds")
+        if flavor not in ("vllm", "dynamo"):
+            raise ConfigurationError(f"flavor must be 'vllm' or 'dynamo', not {flavor!r}")
         urls = [base_url] if base_url is not None else list(base_urls or ())
+        self.flavor: Flavor = flavor
+        self.speculative_prefill = speculative_prefill
         self.model = model
         self.replicas = ReplicaSet(urls, cooldown=replica_cooldown)
         self.connect_timeout = connect_timeout
@@ -255,6 +282,8 @@ class RemoteEngine:
         body, key = self._body(request)
         request_id = request.request_id or f"agentkit-{uuid.uuid4().hex}"
         headers = {**self._headers, "X-Request-Id": request_id}
+        if self.flavor == "dynamo" and key is not None:
+            headers[SESSION_HEADER] = key
         started = time.perf_counter()
         tried: set[str] = set()
         failures: list[_AttemptFailed] = []
@@ -315,7 +344,10 @@ class RemoteEngine:
             chosen = next((m for m in models if m.get("id") == self.model), None)
             if chosen is None and len(models) == 1:
                 chosen = models[0]
-            value = chosen.get("max_model_len") if isinstance(chosen, dict) else None
+            # vLLM lists max_model_len, Dynamo context_window.
+            value = None
+            if isinstance(chosen, dict):
+                value = chosen.get("max_model_len", chosen.get("context_window"))
             limit = int(value) if isinstance(value, int) and value > 0 else None
         except (httpx.HTTPError, ValueError, AttributeError):
             limit = None
@@ -330,6 +362,10 @@ class RemoteEngine:
     def _body(self, request: GenerationRequest) -> tuple[dict[str, Any], str | None]:
         extra = dict(request.extra)
         session = extra.pop("session_id", None)
+        hints = hint_fields(extra.pop("agent_hints", None) or {})
+        speculative = bool(extra.pop("speculative_prefill", self.speculative_prefill))
+        if "priority" not in extra and hints.get("priority"):
+            extra["priority"] = hints["priority"]
         reserved = sorted(_RESERVED_BODY & extra.keys())
         if reserved:
             raise ConfigurationError(
@@ -360,9 +396,13 @@ class RemoteEngine:
             # to what the context leaves (max_model_len - prompt), which is what "no limit"
             # means in-process.
             body["max_tokens"] = _NO_LIMIT
+        if session is None and request.context is not None:
+            session = request.context.run_id
+        key = str(session) if session is not None else session_key(request.request_id)
+        if self.flavor == "dynamo":
+            return dynamo_body(body, agent_hints(priority, hints, speculative)), key
         if priority:
             body["priority"] = priority
-        key = str(session) if session is not None else session_key(request.request_id)
         return body, key
 
     async def _attempt(
@@ -506,6 +546,8 @@ class _Stream:
                 self.prompt_tokens = len(prompt_ids)
             text = choice.get("text") or ""
             token_ids = [int(t) for t in choice.get("token_ids") or ()]
+            if not token_ids:  # Dynamo: "token_id:<id>" entries (return_tokens_as_token_ids)
+                token_ids = logprob_token_ids(choice.get("logprobs"))
             self.output_tokens += len(token_ids)
             reason = choice.get("finish_reason")
             if (text or token_ids) and self.first_token_s is None:
