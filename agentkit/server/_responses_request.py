@@ -20,6 +20,10 @@
   summarizer), streamed with the summary events. ``parallel_tool_calls: false`` ends the turn
   at its first complete call. ``prompt_cache_key``, ``text``, ``client_metadata`` and unknown
   fields are accepted (the engine's prefix cache needs no key).
+* ``previous_response_id``: the stored conversation's items (:class:`~agentkit.server.
+  _response_store.History`) come first and are converted with the request's own, as one
+  list, so a chain converts exactly as the same conversation sent whole would; its generated
+  turns replace their items when the visible content matches. ``item_reference`` is refused.
 * Bodies may be compressed (``Content-Encoding: gzip``, ``deflate``, or ``zstd`` with the
   ``zstandard`` package); others get 415.
 """
