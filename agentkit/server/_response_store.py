@@ -174,9 +174,6 @@ class ResponseStore:
                 history.turns[visible_key(stored.turn.content)] = stored.turn.model_copy(deep=True)
         return history
 
-    def close(self) -> None:
-        """Release what the store holds beyond memory (nothing here)."""
-
     def _load(self, response_id: str) -> tuple[StoredResponse, bool] | None:
         """The response and whether it is deleted (hidden), or ``None``."""
         with self._lock:
@@ -190,11 +187,17 @@ class ResponseStore:
                     self._entries.move_to_end(response_id)
 
     def _remove(self, response_id: str) -> None:
-        entry = self._entries.pop(response_id)
-        previous = entry.response.previous
-        if previous is not None and previous in self._entries:
-            self._entries[previous].children -= 1
-            self._collect(previous)
+        """Remove ``response_id``, then each deleted response before it that nothing
+        continues any longer."""
+        current: str | None = response_id
+        while current is not None:
+            previous = self._entries.pop(current).response.previous
+            current = None
+            before = self._entries.get(previous) if previous is not None else None
+            if before is not None:
+                before.children -= 1
+                if before.hidden and before.children <= 0:
+                    current = previous
 
     def _collect(self, response_id: str) -> None:
         """Remove ``response_id`` if it is deleted and nothing stored continues it."""

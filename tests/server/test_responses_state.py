@@ -324,3 +324,33 @@ async def test_a_memory_store_keeps_responses_until_the_restart(tmp_path: Path) 
             await client.responses.create(
                 model=MODEL, input="Question 4?", previous_response_id=previous.id
             )
+
+
+async def test_a_chain_outlives_a_new_sealing_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stored turn is the store's own: the sealed reasoning a response carried (for a
+    stateless client) is not needed to continue it, even once the sealing key changed."""
+    outputs = ["<think>\nLook.\n</think>\n\n" + call("shell", command="ls"), "Listed."]
+    engine = scripted(outputs)
+    store = tmp_path / "turns.sqlite"
+    async with process(engine, store) as client:
+        first = await client.responses.create(
+            model=MODEL,
+            input="List.",
+            tools=[SHELL],  # type: ignore[list-item]
+            include=["reasoning.encrypted_content"],
+        )
+    reasoning = [item for item in first.output if item.type == "reasoning"]
+    assert reasoning[0].encrypted_content
+    monkeypatch.setenv("AGENTKIT_SEALING_KEY", "t" * 32)
+    async with process(engine, store) as client:
+        (shell,) = calls(first)
+        second = await client.responses.create(
+            model=MODEL,
+            tools=[SHELL],  # type: ignore[list-item]
+            input=[{"type": "function_call_output", "call_id": shell.call_id, "output": "a"}],
+            previous_response_id=first.id,
+        )
+    assert second.output_text == "Listed."
+    assert cached(second) == continues(engine, outputs, 1)
