@@ -1,8 +1,8 @@
 """Enforcing a run's :class:`~agentkit.budgets.UsageLimits`: the agent loop's meter.
 
 The loop asks it before each request (:meth:`RunBudget.before_request`: turns, tokens left,
-time left), caps the request (:meth:`RunBudget.max_tokens`), reports each chunk
-(:meth:`RunBudget.on_chunk`) and each tool call about to start (:meth:`RunBudget.allow_call`),
+time left), caps the request (:meth:`RunBudget.max_tokens`), sees each chunk where a limit
+needs it (:attr:`RunBudget.watch`) and each tool call about to start (:meth:`RunBudget.allow_call`),
 and closes the turn's accounts (:meth:`RunBudget.end_turn`). Once a limit is reached,
 :attr:`RunBudget.stop` holds the error that ends the run; the loop stops the stream, starts
 no more tools, keeps what the turn produced and raises it.
@@ -16,7 +16,7 @@ so that the deadline cancels the tools still running).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import TracebackType
 
 import anyio
@@ -124,9 +124,26 @@ class RunBudget:
 
     @property
     def counts_chunks(self) -> bool:
-        """Whether :meth:`on_chunk` must see each chunk: only a token limit needs it, so a run
-        without one pays nothing per token."""
+        """Whether :meth:`on_chunk` must see each chunk: only a token limit needs it."""
         return self.limits.output_tokens is not None or self.limits.total_tokens is not None
+
+    @property
+    def watch(self) -> Callable[[GenerationChunk], bool] | None:
+        """What the model turn calls after each chunk (``True``: a limit is reached, the stream
+        stops and its request is aborted), or ``None`` when no limit can be reached
+        mid-stream, so a run without token or tool-call limits pays nothing per token."""
+        if self.counts_chunks:
+            return self._count_chunk
+        if self.limits.tool_calls is not None:
+            return self._stopped
+        return None
+
+    def _count_chunk(self, chunk: GenerationChunk) -> bool:
+        self.on_chunk(chunk)
+        return self.stop is not None
+
+    def _stopped(self, chunk: GenerationChunk) -> bool:
+        return self.stop is not None
 
     def on_chunk(self, chunk: GenerationChunk) -> None:
         """Count a chunk's output tokens (its ids, else one per piece of text) and note the

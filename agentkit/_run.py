@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from contextlib import aclosing, nullcontext
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic
@@ -24,15 +24,14 @@ from agentkit._channel import EventChannel
 from agentkit._detached import DetachedIteration
 from agentkit._detached import supported as detached_supported
 from agentkit._logging import bind_run, get_logger
-from agentkit._prompt import PromptBuilder
+from agentkit._model_turn import ModelTurns, TurnOptions
 from agentkit._result import RunResult, RunUsage
-from agentkit._tool_choice import ToolChoice, tool_choice_options, validate_tool_choice
+from agentkit._tool_choice import ToolChoice, validate_tool_choice
 from agentkit.approvals import PendingApproval, RunState
 from agentkit.budgets import UsageLimits
-from agentkit.engine import GenerationRequest, RequestContext, Usage
+from agentkit.engine import RequestContext
 from agentkit.errors import (
     AgentkitError,
-    ConfigurationError,
     EngineError,
     MaxTurnsExceeded,
     RunCancelled,
@@ -48,7 +47,7 @@ from agentkit.events import (
     TurnUsage,
 )
 from agentkit.output import OutputChecker, OutputRetry, OutputT
-from agentkit.side_queries import AgentHints, hint_options
+from agentkit.side_queries import AgentHints
 from agentkit.telemetry._hooks import run_trace
 from agentkit.transcript import Message, ToolResultBlock, Transcript
 from agentkit.truncation import truncate
@@ -97,16 +96,16 @@ class AgentStream(Generic[OutputT]):
         self._channel: EventChannel[AgentEvent] | None = None
         self._done = False
         self._cancelled = False
-        self._prompts = self._new_prompts()
+        self._turns = self._new_turns()
         self._trace = run_trace(
             agent.instrument, run_id=self.run_id, engine=agent.engine, profile=agent.profile.name
         )
 
-    def _new_prompts(self) -> PromptBuilder:
+    def _new_turns(self) -> ModelTurns:
         agent = self._agent
-        return PromptBuilder(
-            agent.profile,
+        return ModelTurns(
             agent.engine,
+            agent.profile,
             agent.registry.specs(),
             replay=agent.replay,
             reserve_tokens=agent.max_tokens or 0,
@@ -229,9 +228,8 @@ class AgentStream(Generic[OutputT]):
 
     async def _loop(self, send: EventChannel[AgentEvent]) -> RunResult[OutputT]:
         agent = self._agent
-        schemas = agent.registry.schemas()
         if agent.registry.toolsets:  # their tools are listed only now: the prompt offers them
-            self._prompts = self._new_prompts()
+            self._turns = self._new_turns()
             validate_tool_choice(self._tool_choice, agent.registry.names)
         self._budget.start()
         first = 1
@@ -241,7 +239,7 @@ class AgentStream(Generic[OutputT]):
             first = self._resume.state.turns + 1
             await self._save_turn()
         for turn in range(first, agent.max_turns + 1):
-            message = await self._turn(turn, send, schemas)
+            message = await self._turn(turn, send)
             if self._held is not None:
                 return await self._pause(turn, send, *self._held)
             await self._save_turn()
@@ -304,19 +302,13 @@ class AgentStream(Generic[OutputT]):
             state=state,
         )
 
-    async def _turn(
-        self,
-        turn: int,
-        send: EventChannel[AgentEvent],
-        schemas: dict[str, dict[str, Any]],
-    ) -> Message:
+    async def _turn(self, turn: int, send: EventChannel[AgentEvent]) -> Message:
         """One model request and its tools. Returns the assistant message it produced."""
         agent = self._agent
         started = time.perf_counter()
-        profile = agent.profile
         choice = self._tool_choice if turn == 1 else "auto"
-        parser = profile.new_parser(schemas, tool_calls=choice != "none", thinking=agent.thinking)
-        prompt = self._prompts.next_prompt(self.transcript)
+        turns = self._turns
+        prompt = turns.prompt(self.transcript)
         budget = self._budget
         budget.before_request(None if prompt.token_ids is None else len(prompt.token_ids))
         if prompt.compaction is not None:
@@ -333,28 +325,23 @@ class AgentStream(Generic[OutputT]):
         options = agent.request_options
         if callable(options):
             options = options(turn, self.transcript)
-        options = _merge_options(
-            tool_choice_options(
-                profile, choice, schemas, thinking=agent.thinking, answer=agent.output_constraint
+        model_turn = turns.start(
+            prompt,
+            TurnOptions(
+                tool_choice=choice,
+                max_tokens=budget.max_tokens(agent.max_tokens),
+                temperature=agent.temperature,
+                top_p=agent.top_p,
+                stop=agent.stop,
+                hints=self._hints,
+                extra=options or {},
+                answer=agent.output_constraint,
             ),
-            {**hint_options(self._hints), **(options or {})},
-        )
-        request = GenerationRequest(
-            prompt=prompt.text,
-            prompt_token_ids=prompt.token_ids,
-            max_tokens=budget.max_tokens(agent.max_tokens),
-            temperature=agent.temperature,
-            stop=profile.stop,
             request_id=f"{self.run_id}-{turn}",
-            extra=options,
-            context=RequestContext(
-                self.run_id, turn, tuple(self.transcript), agent.registry.specs(), choice
-            ),
+            context=RequestContext(self.run_id, turn, tuple(self.transcript), turns.tools, choice),
         )
+        request = model_turn.request
         chat = self._trace.chat(turn, request)
-        token_ids: list[int] = []
-        usage = Usage()
-        finish_reason = "stop"
         failure: EngineError | None = None
 
         async with (
@@ -371,40 +358,31 @@ class AgentStream(Generic[OutputT]):
                         gate.start(event)  # runs it now, or asks about it, or holds it
                     send.send_nowait(event)
 
-            counting = budget.counts_chunks
             try:
                 # The deadline's scope is outside aclosing: the request is aborted, then the
-                # turn goes on to keep what was produced.
+                # turn goes on to keep what was produced. A limit reached (tokens, tool
+                # calls) ends the stream, which aborts the request.
                 async with (
                     budget.generation(),
-                    aclosing(agent.engine.generate(request)) as chunks,
+                    aclosing(model_turn.stream(budget.watch)) as batches,
                 ):
-                    async for chunk in chunks:
-                        if chunk.text:
-                            publish(parser.feed(chunk.text))
-                        token_ids.extend(chunk.token_ids)
-                        if chunk.finish_reason is not None:
-                            finish_reason = chunk.finish_reason
-                            usage = chunk.usage or usage
-                        if counting:
-                            budget.on_chunk(chunk)
-                        if budget.stop is not None:
-                            break  # a limit is reached (tokens, tool calls): aborts the request
+                    async for events in batches:
+                        publish(events)
             except EngineError as error:
                 failure = error
-                finish_reason = "error"
+                model_turn.finish_reason = "error"
+            finish_reason = model_turn.finish_reason
             if budget.stop is not None and finish_reason == "stop":
                 finish_reason = "abort"
+            usage = model_turn.usage
             budget.arm_tools()
             # Whatever the model produced so far is kept, even when the engine failed; a
             # turn cut short before any output leaves no empty message behind.
-            publish(parser.finish())
-            message = Message(
-                role="assistant", content=list(parser.blocks), token_ids=token_ids or None
-            )
+            events, message = model_turn.finish()
+            publish(events)
             if message.content or (failure is None and budget.stop is None):
                 self.transcript.append(message)
-                self._prompts.record(self.transcript, message)
+                turns.record(self.transcript, message)
             agent.format_watch.check(message, tools_offered=choice != "none")
             turn_usage = TurnUsage(
                 prompt_tokens=usage.prompt_tokens,
@@ -472,16 +450,3 @@ class AgentStream(Generic[OutputT]):
         if not cut.truncated:
             return result
         return result.model_copy(update={"content": cut.text, "original_content": result.content})
-
-
-def _merge_options(choice: Mapping[str, Any], options: Mapping[str, Any]) -> dict[str, Any]:
-    """The tool choice's request options, then the caller's; a clash is a configuration
-    error rather than one silently undoing the other."""
-    clash = sorted(choice.keys() & options.keys())
-    if clash:
-        raise ConfigurationError(
-            f"request_options sets {', '.join(clash)}, which the run's tool_choice (or its "
-            "constrained output_type) also needs; use tool_choice='auto' (and "
-            "constrain_output=False) to pass your own"
-        )
-    return {**choice, **options}

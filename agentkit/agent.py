@@ -70,6 +70,10 @@ class Agent(Generic[OutputT]):
         max_turns: model requests per run; a run still calling tools after this many turns
             raises :class:`~agentkit.errors.MaxTurnsExceeded` (carrying the transcript).
         max_tokens: output token limit per turn.
+        temperature: sampling temperature (``None``: the engine's default).
+        top_p: nucleus-sampling mass (``None``: the engine's default).
+        stop: stop strings of your own, after the profile's; the output ends before the
+            first one the model writes.
         tool_timeout: seconds a tool may run (a tool's own ``timeout`` wins).
         max_concurrency: how many tools may run at once (``None``: no limit).
         raise_tool_errors: for tests: a tool that crashes (raises anything but a
@@ -141,6 +145,8 @@ class Agent(Generic[OutputT]):
         max_turns: int = 10,
         max_tokens: int | None = None,
         temperature: float | None = None,
+        top_p: float | None = None,
+        stop: Sequence[str] = (),
         tool_timeout: float | None = 60.0,
         max_concurrency: int | None = None,
         raise_tool_errors: bool = False,
@@ -167,6 +173,8 @@ class Agent(Generic[OutputT]):
         self.max_turns = max_turns
         self.max_tokens = max_tokens
         self.temperature = temperature
+        self.top_p = top_p
+        self.stop = tuple(stop)
         self.request_options = request_options
         self._check_tool_choice(tool_choice)
         self.tool_choice = tool_choice

@@ -27,8 +27,6 @@ from __future__ import annotations
 
 import copy
 import json
-import secrets
-import string
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -44,6 +42,7 @@ from agentkit.events import (
     ToolCallStarted,
 )
 from agentkit.server._context import ERROR_STATUS
+from agentkit.server._ids import new_tool_use_id, random_id
 from agentkit.transcript import Message, ReasoningBlock, TextBlock, ToolCallBlock
 
 __all__ = [
@@ -59,22 +58,10 @@ __all__ = [
 
 # ERROR_STATUS (each Anthropic error type's HTTP status) is shared by every adapter.
 
-_BASE62 = string.digits + string.ascii_letters
-
-
-def _random_id(prefix: str) -> str:
-    return prefix + "".join(secrets.choice(_BASE62) for _ in range(24))
-
 
 def new_message_id() -> str:
     """A message id shaped like the API's: ``msg_`` and 24 base62 characters."""
-    return _random_id("msg_")
-
-
-def new_tool_use_id() -> str:
-    """A tool-use id shaped like the API's (``toolu_`` and 24 base62 characters): the parser's
-    id factory, for formats whose calls carry no id of their own."""
-    return _random_id("toolu_")
+    return random_id("msg_")
 
 
 def _dumps(data: Any) -> str:

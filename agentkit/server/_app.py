@@ -55,6 +55,7 @@ from agentkit.server._context import (
 )
 from agentkit.server._errors import error_response
 from agentkit.server._guard import BoundaryGuard, allowed_methods
+from agentkit.server._ids import new_tool_use_id
 from agentkit.server._intake import decode_ids
 from agentkit.server._lifecycle import TurnWatch, client_gone
 from agentkit.server._metrics import CONTENT_TYPE, HttpMetrics
@@ -131,6 +132,7 @@ def create_app(
             stop=converted.stop,
             thinking=False if disabled else None,
             hints=agent_hints(request),
+            call_ids=new_tool_use_id,
         )
 
     def endpoint(

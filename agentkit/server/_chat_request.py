@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentkit.server._chat_stream import ChatStream, replay
 from agentkit.server._context import ApiError, agent_hints
+from agentkit.server._ids import new_call_id
 from agentkit.server._intake import embedded_json
 from agentkit.server._runtime import TurnSpec
 from agentkit.server._turns import TurnStore
@@ -296,6 +297,7 @@ def convert_chat_request(
         stop=[s for s in stop if s],
         thinking=False if getattr(req, "reasoning_effort", None) == "none" else None,
         hints=agent_hints(req),
+        call_ids=new_call_id,
     )
     return ConvertedChat(spec, restored)
 

@@ -12,8 +12,6 @@ side-channel event's data is also a chunk without choices, as a usage chunk is.
 from __future__ import annotations
 
 import json
-import secrets
-import string
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -27,6 +25,7 @@ from agentkit.events import (
     ToolCallComplete,
     ToolCallStarted,
 )
+from agentkit.server._ids import random_id
 from agentkit.transcript import Message, ReasoningBlock, TextBlock, ToolCallBlock
 
 __all__ = [
@@ -38,13 +37,12 @@ __all__ = [
     "usage_json",
 ]
 
-_BASE62 = string.digits + string.ascii_letters
 _CODES = {"authentication_error": "invalid_api_key", "rate_limit_error": "rate_limit_exceeded"}
 
 
 def new_completion_id() -> str:
     """``chatcmpl-`` and 29 base62 characters, like the API's."""
-    return "chatcmpl-" + "".join(secrets.choice(_BASE62) for _ in range(29))
+    return random_id("chatcmpl-", 29)
 
 
 def _dumps(data: Any) -> str:

@@ -8,6 +8,7 @@ answers in Qwen3's format (``<think>`` reasoning, hermes ``<tool_call>`` calls).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncGenerator, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -171,6 +172,7 @@ def test_streaming_with_reasoning_and_tools(tmp_path: Path) -> None:
         {"file_path": "/tmp/b.txt"},
     ]
     assert calls[0]["id"] != calls[1]["id"]
+    assert all(calls[i]["id"].startswith("call_") for i in (0, 1)), "OpenAI's id style"
     assert got["finish"] == ["tool_calls"]
     usage = got["usage"]
     (sent,) = engine.requests
@@ -223,6 +225,7 @@ def test_non_streaming_tool_calls_and_length(tmp_path: Path) -> None:
         assert first.choices[0].message.content == "Let me look.\n\n"
         (tool_call,) = first.choices[0].message.tool_calls or []
         assert tool_call.type == "function"
+        assert re.fullmatch(r"call_[0-9A-Za-z]{24}", tool_call.id), "OpenAI's id style"
         assert tool_call.function.name == "Read"
         assert json.loads(tool_call.function.arguments) == {"file_path": "x"}
         second = sdk.chat.completions.create(model="m", messages=[message], max_tokens=2)

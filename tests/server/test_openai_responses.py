@@ -193,7 +193,7 @@ def test_streaming_function_calls_with_the_sdk(tmp_path: Path) -> None:
             ("shell", {"command": "ls"}),
             ("shell", {"command": "pwd"}),
         ]
-        assert all(c.call_id.startswith("toolu_") for c in calls)
+        assert all(c.call_id.startswith("call_") for c in calls)
         reasoning = final.output[0]
         assert reasoning.type == "reasoning"
         assert reasoning.encrypted_content is not None

@@ -1,0 +1,268 @@
+"""One model turn, the one implementation behind :class:`~agentkit.Agent` and ``agentkit serve``.
+
+A turn is: the prompt (:class:`~agentkit._prompt.PromptBuilder`: the profile's template,
+replay policy and token-exact replay), the request options merged by one rule
+(:func:`request_options`), the engine's stream fed through the profile's parser, and what the
+stream told about itself (token ids, usage, finish reason, the stop string it ended on). The
+agent loop (``agentkit._run``) and each HTTP adapter (through
+:class:`agentkit.server._runtime.ServerRuntime`) are clients of this module: they decide what
+happens to the events (tools dispatched, frames written) and where the finished message goes
+(the run's transcript, the server's turn store).
+
+The hot path is :meth:`ModelTurn.stream`: one pass per engine chunk, the parser's events
+handed over as the list the parser returned (no per-event await).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentkit._prompt import Prompt, PromptBuilder
+from agentkit._tool_choice import ToolChoice, tool_choice_options
+from agentkit.engine import Engine, GenerationChunk, GenerationRequest, RequestContext, Usage
+from agentkit.errors import ConfigurationError
+from agentkit.events import ParseEvent
+from agentkit.parsing import StreamParser
+from agentkit.profiles import Profile, ReplayPolicy
+from agentkit.side_queries import AgentHints, hint_options
+from agentkit.transcript import Message, Transcript
+
+__all__ = ["ModelTurn", "ModelTurns", "TurnOptions", "request_options"]
+
+ChunkWatch = Callable[[GenerationChunk], bool]
+"""Called after each chunk's events are handed over; ``True`` stops the turn (the request is
+aborted), as a budget does when a limit is reached."""
+
+
+@dataclass(frozen=True, slots=True)
+class TurnOptions:
+    """What one turn asks of the model beyond its prompt, whoever asks (an agent's settings,
+    an HTTP request's fields)."""
+
+    tool_choice: ToolChoice = "auto"
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    stop: Sequence[str] = ()
+    """The caller's stop strings, after the profile's own."""
+    hints: AgentHints | None = None
+    """``priority`` reaches the engine's scheduler (``hint_options``)."""
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    """The caller's backend options (``GenerationRequest.extra``)."""
+    answer: Mapping[str, Any] | None = None
+    """The JSON schema a final answer must match (``Agent(output_type=T)``, constrained)."""
+
+
+def request_options(
+    profile: Profile,
+    options: TurnOptions,
+    schemas: Mapping[str, Mapping[str, Any]],
+    *,
+    thinking: bool,
+) -> dict[str, Any]:
+    """The request's backend options, by one rule: the tool choice's constraint (and the
+    output type's), the hints', then the caller's; a key that two of them set is a
+    :class:`~agentkit.errors.ConfigurationError` rather than one silently undoing the other.
+    """
+    merged = tool_choice_options(
+        profile, options.tool_choice, schemas, thinking=thinking, answer=options.answer
+    )
+    for source, more in (("agent_hints", hint_options(options.hints)), ("options", options.extra)):
+        clash = sorted(merged.keys() & more.keys())
+        if clash:
+            raise ConfigurationError(
+                f"the request's {source} set {', '.join(clash)}, which the turn's tool_choice, "
+                "output constraint or hints also set; use tool_choice='auto' (and "
+                "constrain_output=False) to pass your own"
+            )
+        merged.update(more)
+    return merged
+
+
+class ModelTurns:
+    """The turns of one conversation on one model: its prompts, built incrementally so each
+    extends the previous prompt and output token for token, and each turn's request.
+
+    Args:
+        engine: the engine (its ``encode`` makes prompts token-exact).
+        profile: the model's profile.
+        tools: the tools' specs (OpenAI function-calling shape), rendered into the prompt.
+        replay: the reasoning-replay policy (default: the profile's).
+        reserve_tokens: tokens kept free for each turn's output when checking the window.
+        thinking: ``False`` turns thinking off where the profile has a switch.
+        id_factory: makes the ids of calls whose format has none (``toolu_…``, ``call_…``).
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        profile: Profile,
+        tools: Sequence[dict[str, Any]] = (),
+        *,
+        replay: ReplayPolicy | None = None,
+        reserve_tokens: int = 0,
+        thinking: bool = True,
+        id_factory: Callable[[], str] | None = None,
+    ) -> None:
+        self.engine = engine
+        self.profile = profile
+        self.tools = list(tools)
+        self.thinking = thinking or not profile.thinking_switch
+        """Whether the model thinks: what the caller asked, where the profile has a switch."""
+        self.schemas: dict[str, dict[str, Any]] = {
+            spec["function"]["name"]: spec["function"].get("parameters") or {}
+            for spec in self.tools
+            if "function" in spec
+        }
+        self._id_factory = id_factory
+        self._prompts = PromptBuilder(
+            profile,
+            engine,
+            self.tools,
+            replay=replay,
+            reserve_tokens=reserve_tokens,
+            thinking=self.thinking,
+        )
+
+    def prompt(self, transcript: Transcript) -> Prompt:
+        """The next turn's exact prompt for ``transcript``."""
+        return self._prompts.next_prompt(transcript)
+
+    def record(self, transcript: Transcript, message: Message) -> None:
+        """``message`` (just appended to ``transcript``) is what the model generated: the next
+        prompt replays its exact tokens."""
+        self._prompts.record(transcript, message)
+
+    def start(
+        self,
+        prompt: Prompt,
+        options: TurnOptions,
+        *,
+        request_id: str,
+        context: RequestContext | None = None,
+    ) -> ModelTurn:
+        """The turn for ``prompt``: its request (options merged by :func:`request_options`)
+        and a fresh parser. Generation starts when :meth:`ModelTurn.stream` is iterated."""
+        choice = options.tool_choice
+        request = GenerationRequest(
+            prompt=prompt.text,
+            prompt_token_ids=prompt.token_ids,
+            max_tokens=options.max_tokens,
+            temperature=options.temperature,
+            top_p=options.top_p,
+            stop=[*self.profile.stop, *options.stop] if options.stop else self.profile.stop,
+            request_id=request_id,
+            extra=request_options(self.profile, options, self.schemas, thinking=self.thinking),
+            context=context,
+        )
+        parser = self.profile.new_parser(
+            self.schemas,
+            tool_calls=choice != "none",
+            id_factory=self._id_factory,
+            thinking=self.thinking,
+        )
+        return ModelTurn(self.engine, request, parser, prompt, stop_sequences=tuple(options.stop))
+
+
+_NO_EVENTS: list[ParseEvent] = []
+
+
+class ModelTurn:
+    """One model request through the profile's parser.
+
+    Iterate :meth:`stream` (each chunk's parse events), then call :meth:`finish` (the
+    parser's last events and the assistant message); or iterate :meth:`events` for both, one
+    event at a time. Meanwhile :attr:`token_ids`, :attr:`usage`, :attr:`finish_reason` and
+    :attr:`prompt_tokens` / :attr:`cached_prompt_tokens` follow the stream. Closing the
+    iteration early aborts the request.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        request: GenerationRequest,
+        parser: StreamParser,
+        prompt: Prompt,
+        *,
+        stop_sequences: tuple[str, ...] = (),
+    ) -> None:
+        self._engine = engine
+        self.request = request
+        self.parser = parser
+        self.prompt = prompt
+        self.stop_sequences = stop_sequences
+        self.prompt_tokens = len(prompt.token_ids) if prompt.token_ids is not None else None
+        self.cached_prompt_tokens = 0
+        self.usage = Usage()
+        self.finish_reason = "stop"
+        self.token_ids: list[int] = []
+        self.matched_stop: str | None = None
+        self.message: Message | None = None
+        """The assistant message, once :meth:`finish` has run."""
+        self.on_message: Callable[[Message], None] | None = None
+        """Called with the message when :meth:`events` has produced it (the server's turn
+        store remembers it)."""
+
+    async def stream(
+        self, watch: ChunkWatch | None = None
+    ) -> AsyncGenerator[list[ParseEvent], None]:
+        """Each chunk's parse events (a chunk with none yields nothing), in generation order.
+
+        ``watch`` sees every chunk after its events are handed over; ``True`` ends the turn
+        here and aborts the request.
+        """
+        parser = self.parser
+        token_ids = self.token_ids
+        async with aclosing(self._engine.generate(self.request)) as chunks:
+            async for chunk in chunks:
+                if chunk.usage is not None:
+                    self._on_usage(chunk.usage)
+                token_ids.extend(chunk.token_ids)
+                if chunk.finish_reason is not None:
+                    self.finish_reason = chunk.finish_reason
+                    if chunk.stop_sequence is not None:
+                        self.matched_stop = chunk.stop_sequence
+                events = parser.feed(chunk.text) if chunk.text else _NO_EVENTS
+                if events:
+                    yield events
+                if watch is not None and watch(chunk):
+                    return
+
+    def _on_usage(self, usage: Usage) -> None:
+        self.usage = usage
+        self.cached_prompt_tokens = usage.cached_prompt_tokens
+        self.prompt_tokens = usage.prompt_tokens or self.prompt_tokens
+
+    def finish(self) -> tuple[list[ParseEvent], Message]:
+        """The parser's last events (blocks still open end here, whatever ended the stream)
+        and the assistant message: everything the model produced, kept even when the engine
+        failed. The message is also :attr:`message` from now on."""
+        events = self.parser.finish()
+        message = Message(
+            role="assistant", content=list(self.parser.blocks), token_ids=self.token_ids or None
+        )
+        self.message = message
+        return events, message
+
+    async def events(self) -> AsyncGenerator[ParseEvent, None]:
+        """The turn's parse events one at a time, the parser's last included; then
+        :attr:`message` is set and handed to :attr:`on_message`."""
+        async with aclosing(self.stream()) as batches:
+            async for batch in batches:
+                for event in batch:
+                    yield event
+        events, message = self.finish()
+        for event in events:
+            yield event
+        if self.on_message is not None:
+            self.on_message(message)
+
+    @property
+    def stop_sequence(self) -> str | None:
+        """The caller's stop string the output ended on, if it did."""
+        if self.finish_reason == "stop" and self.matched_stop in self.stop_sequences:
+            return self.matched_stop
+        return None
