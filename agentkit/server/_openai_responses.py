@@ -305,6 +305,9 @@ class _Adapter:
             self.responses.put(stored_response(req, response, turn))
 
     async def retrieve(self, request: Request) -> Response:
+        if request.query_params.get("stream", "false").lower() != "false":
+            message = "stream: a stored response is finished; retrieve it without stream"
+            raise ApiError("invalid_request_error", message, param="stream")
         stored = await self.context.work(self.responses.get, _path_id(request))
         if stored is None:
             raise _not_found(_path_id(request))

@@ -224,6 +224,8 @@ async def test_unknown_ids_and_the_api_key(tmp_path: Path) -> None:
         with pytest.raises(openai.AuthenticationError):
             await stranger.responses.input_items.list(response.id)
         assert (await client.responses.retrieve(response.id)).id == response.id
+        with pytest.raises(openai.BadRequestError, match="stream"):
+            await client.responses.retrieve(response.id, stream=True)
 
 
 async def test_store_false_keeps_nothing(tmp_path: Path) -> None:
