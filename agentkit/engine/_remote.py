@@ -282,7 +282,9 @@ class RemoteEngine:
         body, key = self._body(request)
         request_id = request.request_id or f"agentkit-{uuid.uuid4().hex}"
         headers = {**self._headers, "X-Request-Id": request_id}
-        if self.flavor == "dynamo" and key is not None:
+        if self.flavor == "dynamo" and key is not None and key != request.request_id:
+            # A conversation's id, not a one-off request's: Dynamo binds each session id to
+            # a worker for the affinity TTL.
             headers[SESSION_HEADER] = key
         started = time.perf_counter()
         tried: set[str] = set()

@@ -38,11 +38,15 @@ def normalise_url(url: str) -> str:
 
 
 def session_key(request_id: str | None) -> str | None:
-    """The session part of an agent's request id: ``run_<id>-<turn>`` -> ``run_<id>``."""
+    """The session part of an agent's request id: ``run_<id>-<turn>`` -> ``run_<id>``.
+
+    Only a numeric turn is cut off: another id (``chatcmpl-<random>``) is its own session, not
+    one shared by every request whose id has the same prefix.
+    """
     if not request_id:
         return None
-    head, sep, _ = request_id.rpartition("-")
-    return head if sep and head else request_id
+    head, sep, tail = request_id.rpartition("-")
+    return head if sep and head and tail.isdigit() else request_id
 
 
 def _weight(url: str, key: str) -> int:

@@ -122,8 +122,17 @@ def free_port() -> int:
 
 
 @contextmanager
-def deployment(model: Path, work: Path, script: Path, log: Path) -> Iterator[str]:
-    """Frontend + two workers; yields the frontend's URL once both workers serve the model."""
+def deployment(
+    model: Path,
+    work: Path,
+    script: Path,
+    log: Path,
+    *,
+    frontend_args: Sequence[str] = (),
+    worker_args: Sequence[str] = (),
+) -> Iterator[str]:
+    """Frontend + two workers; yields the frontend's URL once both workers serve the model.
+    ``frontend_args`` and ``worker_args`` add to their command lines."""
     env = {
         **os.environ,
         "DYN_DISCOVERY_BACKEND": "file",
@@ -151,6 +160,7 @@ def deployment(model: Path, work: Path, script: Path, log: Path) -> Iterator[str
             str(script),
             "--log",
             str(log),
+            *worker_args,
         ]
         for name in ("A", "B")
     }
@@ -168,6 +178,7 @@ def deployment(model: Path, work: Path, script: Path, log: Path) -> Iterator[str
         "600",
         "--namespace",
         "agentkit",
+        *frontend_args,
     ]
     processes: dict[str, subprocess.Popen[bytes]] = {}
     logs = {name: (work / f"{name}.log").open("wb") for name in commands}

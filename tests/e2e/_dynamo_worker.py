@@ -69,6 +69,9 @@ class ScriptWorker(LLMEngine):
         parser.add_argument("--script", required=True)
         parser.add_argument("--log", required=True)
         parser.add_argument("--namespace", default="agentkit")
+        parser.add_argument("--delay", type=float, default=0.0, help="seconds per token")
+        parser.add_argument("--tool-call-parser", default=None, help="Dynamo's, e.g. hermes")
+        parser.add_argument("--reasoning-parser", default=None, help="Dynamo's, e.g. qwen3")
         args = parser.parse_args(argv)
         config = WorkerConfig(
             namespace=args.namespace,
@@ -81,6 +84,8 @@ class ScriptWorker(LLMEngine):
             request_plane="tcp",
             event_plane="zmq",
             enable_kv_routing=True,
+            tool_call_parser=args.tool_call_parser,
+            reasoning_parser=args.reasoning_parser,
         )
         return cls(args), config
 
@@ -200,7 +205,7 @@ class ScriptWorker(LLMEngine):
                     "prompt_tokens_details": {"cached_tokens": cached},
                 }
             yield chunk
-            await asyncio.sleep(0)
+            await asyncio.sleep(self.args.delay)
 
     async def cleanup(self) -> None:
         self.stop.set()

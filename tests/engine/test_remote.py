@@ -304,6 +304,7 @@ def test_configuration_is_checked_up_front() -> None:
     assert normalise_url("http://h:1/v1/") == "http://h:1"
     assert session_key("run_abc-3") == "run_abc"
     assert session_key("plain") == "plain"
+    assert session_key("chatcmpl-Xy7") == "chatcmpl-Xy7"  # no numeric turn: its own
     assert session_key(None) is None
 
 

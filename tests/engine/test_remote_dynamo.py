@@ -233,8 +233,11 @@ async def test_the_session_header_is_the_run_or_the_explicit_session() -> None:
         engine,
         GenerationRequest(prompt="Hi", context=context, extra={"session_id": "conv-9"}),
     )
+    # A request id that is not an agent's run and turn names no session: no header (Dynamo
+    # would bind a one-off id to a worker), and ids sharing a prefix are not one session.
+    await collect(engine, GenerationRequest(prompt="Hi", request_id="chatcmpl-Xy7"))
     sessions = [headers.get("x-dynamo-session-id") for headers in fake.headers]
-    assert sessions == ["run_abc", "run_def", "conv-9"]
+    assert sessions == ["run_abc", "run_def", "conv-9", None]
 
 
 async def test_the_vllm_flavor_sends_no_session_header_and_a_top_level_priority() -> None:
