@@ -1,5 +1,8 @@
 """How approvals run: holding calls during a turn, and settling them when a run resumes.
 
+Calls to client tools (:class:`~agentkit.approvals.ClientTool`) are held by the same gate,
+as ``kind="client_tool"``: one mechanism pauses a run for a person and for a client.
+
 The agent loop knows three things of this module: :class:`ApprovalRules` (which calls need a
 person, and who answers), :meth:`ApprovalRules.turn` (a wrapper around the turn's
 :class:`~agentkit.tools.DispatchTurn` that starts, asks about or holds each call), and
@@ -24,9 +27,11 @@ from agentkit.approvals import (
     ApprovalHandler,
     ApprovalPolicy,
     Approve,
+    ClientTool,
     Deny,
     PendingApproval,
     RunState,
+    ToolOutput,
 )
 from agentkit.events import ToolCallComplete, ToolResultEvent
 from agentkit.tools import Dispatcher, DispatchTurn, ResultCallback, ToolRegistry
@@ -72,9 +77,15 @@ class ApprovalRules:
         assert not isinstance(self._policy, bool)
         return pending if self._policy(pending) else None
 
-    def turn(self, tools: DispatchTurn, on_result: ResultCallback) -> ApprovalTurn:
-        """A gate in front of ``tools`` for one model turn."""
-        return ApprovalTurn(self, tools, on_result)
+    def turn(
+        self,
+        tools: DispatchTurn,
+        on_result: ResultCallback,
+        client_tools: Mapping[str, ClientTool] | None = None,
+    ) -> ApprovalTurn:
+        """A gate in front of ``tools`` for one model turn; calls of ``client_tools`` (by
+        name) are always held for the run's caller."""
+        return ApprovalTurn(self, tools, on_result, client_tools)
 
 
 class ApprovalTurn:
@@ -86,8 +97,15 @@ class ApprovalTurn:
     timeouts start then too).
     """
 
-    def __init__(self, rules: ApprovalRules, tools: DispatchTurn, on_result: ResultCallback):
+    def __init__(
+        self,
+        rules: ApprovalRules,
+        tools: DispatchTurn,
+        on_result: ResultCallback,
+        client_tools: Mapping[str, ClientTool] | None = None,
+    ):
         self._rules = rules
+        self._client = client_tools or {}
         self._tools = tools
         self._on_result = on_result
         self._order: list[str] = []
@@ -133,6 +151,18 @@ class ApprovalTurn:
             return
         self._seen.add(call.id)
         self._order.append(call.id)
+        client = self._client.get(call.name) if call.error is None else None
+        if client is not None:  # the run's caller runs it: held, never asked about
+            self._hold(
+                PendingApproval(
+                    id=call.id,
+                    name=call.name,
+                    arguments=call.arguments,
+                    description=client.description,
+                    kind="client_tool",
+                )
+            )
+            return
         pending = self._rules.pending_for(call)
         if pending is None:
             self._tools.start(call)
@@ -191,7 +221,7 @@ class Resumption:
     def __init__(
         self,
         state: RunState,
-        decisions: Mapping[str, Approve | Deny],
+        decisions: Mapping[str, Approve | Deny | ToolOutput],
         *,
         profile: str,
     ) -> None:
@@ -215,10 +245,18 @@ class Resumption:
                 f"decision(s) for call(s) that are not pending: {', '.join(unknown)}",
                 state=state,
             )
+        kinds = {call.id: call.kind for call in state.pending_approvals}
         for call_id, decision in decisions.items():
-            if not isinstance(decision, Approve | Deny):
+            if not isinstance(decision, Approve | Deny | ToolOutput):
                 raise ApprovalError(
-                    f"the decision for call {call_id!r} is {decision!r}: use Approve or Deny",
+                    f"the decision for call {call_id!r} is {decision!r}: use Approve, Deny "
+                    "or ToolOutput",
+                    state=state,
+                )
+            if isinstance(decision, Approve) and kinds[call_id] == "client_tool":
+                raise ApprovalError(
+                    f"call {call_id!r} is a client tool's: the agent cannot run it; give its "
+                    "result as ToolOutput(...) (or Deny(...))",
                     state=state,
                 )
         self._calls = _paused_calls(state)
@@ -239,8 +277,17 @@ class Resumption:
             for pending in self.state.pending_approvals:
                 decision = self._decisions[pending.id]
                 _log.info("approval", call_id=pending.id, tool=pending.name, decision=decision.type)
-                if isinstance(decision, Deny):
-                    block = denial(pending.id, pending.name, decision)
+                if isinstance(decision, Deny | ToolOutput):
+                    block = (
+                        denial(pending.id, pending.name, decision)
+                        if isinstance(decision, Deny)
+                        else ToolResultBlock(
+                            call_id=pending.id,
+                            name=pending.name,
+                            content=decision.content,
+                            is_error=decision.is_error,
+                        )
+                    )
                     ran[pending.id] = for_context(block)
                     await on_result(result_event(block))
                     continue

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import aclosing, nullcontext
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic
@@ -27,7 +27,7 @@ from agentkit._logging import bind_run, get_logger
 from agentkit._model_turn import ModelTurns, TurnOptions
 from agentkit._result import RunResult, RunUsage
 from agentkit._tool_choice import ToolChoice, validate_tool_choice
-from agentkit.approvals import PendingApproval, RunState
+from agentkit.approvals import ClientTool, PendingApproval, RunState, check_client_tools
 from agentkit.budgets import UsageLimits
 from agentkit.engine import RequestContext
 from agentkit.errors import (
@@ -74,8 +74,11 @@ class AgentStream(Generic[OutputT]):
         resume: Resumption | None = None,
         usage_limits: UsageLimits | None = None,
         session: Session | None = None,
+        client_tools: Sequence[ClientTool] = (),
     ) -> None:
         self._agent = agent
+        self._client_tools = {t.name: t for t in client_tools}
+        """Tools offered to the model that the run's caller runs (see agentkit.approvals)."""
         self._budget = RunBudget(agent.usage_limits if usage_limits is None else usage_limits)
         self._tool_choice = tool_choice
         self._hints = hints or agent.hints
@@ -106,7 +109,7 @@ class AgentStream(Generic[OutputT]):
         return ModelTurns(
             agent.engine,
             agent.profile,
-            agent.registry.specs(),
+            [*agent.registry.specs(), *(t.spec() for t in self._client_tools.values())],
             replay=agent.replay,
             reserve_tokens=agent.max_tokens or 0,
             thinking=agent.thinking,
@@ -230,7 +233,8 @@ class AgentStream(Generic[OutputT]):
         agent = self._agent
         if agent.registry.toolsets:  # their tools are listed only now: the prompt offers them
             self._turns = self._new_turns()
-            validate_tool_choice(self._tool_choice, agent.registry.names)
+            check_client_tools(self._client_tools, agent.registry.names)
+            validate_tool_choice(self._tool_choice, [*agent.registry.names, *self._client_tools])
         self._budget.start()
         first = 1
         if self._resume is not None:
@@ -289,6 +293,7 @@ class AgentStream(Generic[OutputT]):
             usage=list(self._usage),
             tool_results=results,
             pending_approvals=pending,
+            client_tools=list(self._client_tools.values()),
         )
         await send.send(
             RunComplete(turns=turn, output_text="", transcript=self.transcript, paused=True)
@@ -347,7 +352,7 @@ class AgentStream(Generic[OutputT]):
         async with (
             budget.tools(),  # outermost: the run's deadline cancels the turn's tools
             agent.dispatcher.turn(on_result=send.send, trace=chat.tool_tracer) as tools,
-            agent.approvals.turn(tools, send.send) as gate,
+            agent.approvals.turn(tools, send.send, self._client_tools) as gate,
         ):
 
             def publish(events: list[ParseEvent]) -> None:

@@ -18,7 +18,16 @@ from agentkit._prompt import check_replay_policy
 from agentkit._result import RunResult, RunUsage
 from agentkit._run import AgentStream
 from agentkit._tool_choice import ToolChoice, tool_choice_options, validate_tool_choice
-from agentkit.approvals import ApprovalHandler, ApprovalPolicy, Approve, Deny, RunState
+from agentkit.approvals import (
+    ApprovalHandler,
+    ApprovalPolicy,
+    Approve,
+    ClientTool,
+    Deny,
+    RunState,
+    ToolOutput,
+    check_client_tools,
+)
 from agentkit.budgets import UsageLimits
 from agentkit.engine import Engine
 from agentkit.errors import ConfigurationError
@@ -232,6 +241,7 @@ class Agent(Generic[OutputT]):
         hints: AgentHints | None = None,
         usage_limits: UsageLimits | None = None,
         session: Session | None = None,
+        client_tools: Sequence[ClientTool | Mapping[str, Any]] = (),
     ) -> AgentStream[OutputT]:
         """Run the agent, yielding typed events as they happen.
 
@@ -245,11 +255,19 @@ class Agent(Generic[OutputT]):
         conversation, ``prompt`` appended as its new user message, and writes each model turn
         to the session once the turn and its tools are complete (one atomic write per turn);
         runs on one session in this process take turns.
+
+        ``client_tools`` (:class:`~agentkit.approvals.ClientTool`, or OpenAI function specs)
+        are offered to the model for this run, but the agent does not run them: a turn that
+        calls one runs its own tools, then the run pauses with the call in
+        ``result.pending_approvals`` (``kind="client_tool"``), for the caller to run and
+        answer with :meth:`resume` and a :class:`~agentkit.approvals.ToolOutput`. A client
+        tool named like an agent tool is a :class:`~agentkit.errors.ConfigurationError`.
         """
+        clients = self._client_tools(client_tools)
         if tool_choice is None:
             tool_choice = self.tool_choice
         else:
-            self._check_tool_choice(tool_choice)
+            self._check_tool_choice(tool_choice, clients)
         return AgentStream(
             self,
             self._start_transcript(prompt),
@@ -257,6 +275,7 @@ class Agent(Generic[OutputT]):
             hints=hints,
             usage_limits=usage_limits,
             session=session,
+            client_tools=clients,
         )
 
     async def run(
@@ -267,6 +286,7 @@ class Agent(Generic[OutputT]):
         hints: AgentHints | None = None,
         usage_limits: UsageLimits | None = None,
         session: Session | None = None,
+        client_tools: Sequence[ClientTool | Mapping[str, Any]] = (),
     ) -> RunResult[OutputT]:
         """Run the agent to completion and return its result (see :meth:`stream`)."""
         stream = self.stream(
@@ -275,13 +295,14 @@ class Agent(Generic[OutputT]):
             hints=hints,
             usage_limits=usage_limits,
             session=session,
+            client_tools=client_tools,
         )
         return await stream._run_unobserved()
 
     def resume_stream(
         self,
         state: RunState,
-        decisions: Mapping[str, Approve | Deny],
+        decisions: Mapping[str, Approve | Deny | ToolOutput],
         *,
         hints: AgentHints | None = None,
         session: Session | None = None,
@@ -294,18 +315,21 @@ class Agent(Generic[OutputT]):
             hints=hints,
             resume=resumption,
             session=session,
+            client_tools=self._client_tools(state.client_tools),
         )
 
     async def resume(
         self,
         state: RunState,
-        decisions: Mapping[str, Approve | Deny],
+        decisions: Mapping[str, Approve | Deny | ToolOutput],
         *,
         hints: AgentHints | None = None,
         session: Session | None = None,
     ) -> RunResult[OutputT]:
         """Continue a paused run: settle each pending call by its decision (keyed by call
-        id), append the paused turn's results in call order, and go on from the next turn.
+        id; a client tool's call by its :class:`~agentkit.approvals.ToolOutput`), append the
+        paused turn's results in call order, and go on from the next turn (offering the
+        state's client tools again).
         ``state`` may come from another process (:meth:`RunState.from_json`); this agent
         needs the same profile and tools. A run paused on a ``session`` resumes on it (its
         stored conversation must still be the start of the state's transcript)."""
@@ -354,13 +378,26 @@ class Agent(Generic[OutputT]):
             hints=hints or self.hints,
         )
 
-    def _check_tool_choice(self, choice: ToolChoice) -> None:
+    def _check_tool_choice(
+        self, choice: ToolChoice, client_tools: Sequence[ClientTool] = ()
+    ) -> None:
         """Fail at once, not at the first request, for a choice this agent cannot honour
         (with toolsets, whose tools are known once a run lists them: at the run's start)."""
-        if self.registry.toolsets and choice not in self.registry.names:
+        names = [*self.registry.names, *(t.name for t in client_tools)]
+        if self.registry.toolsets and choice not in names:
             return
-        validate_tool_choice(choice, self.registry.names)
-        tool_choice_options(self.profile, choice, self.registry.schemas())
+        validate_tool_choice(choice, names)
+        schemas = {**self.registry.schemas(), **{t.name: t.parameters for t in client_tools}}
+        tool_choice_options(self.profile, choice, schemas)
+
+    def _client_tools(self, tools: Sequence[ClientTool | Mapping[str, Any]]) -> list[ClientTool]:
+        """The run's client tools, checked: unique names, none an agent tool's."""
+        clients = [ClientTool.from_spec(t) for t in tools]
+        by_name = {t.name: t for t in clients}
+        if len(by_name) != len(clients):
+            raise ConfigurationError("client tools need distinct names")
+        check_client_tools(by_name, self.registry.names)
+        return clients
 
     def _start_transcript(self, prompt: str | Transcript) -> Transcript:
         if isinstance(prompt, str):

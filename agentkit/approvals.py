@@ -21,16 +21,26 @@ starts, and its timeout with it, only once it is approved.
 The transcript keeps the model's calls exactly as the model wrote them, so the prompt after a
 resume extends the prompt before the pause token for token; when a person edited a call's
 arguments, its result says so, so that the model knows what actually ran.
+
+**Client tools** pause a run the same way. ``agent.stream(prompt, client_tools=[...])``
+offers the model tools the agent does not run (:class:`ClientTool`: a name, a description, a
+JSON schema): whoever called the agent runs them, as an OpenAI-style client does when
+``agentkit serve --agent`` hosts the agent. A call to one is held like a call waiting for
+approval (``PendingApproval.kind == "client_tool"``); the turn's own tools still run, and the
+run pauses at the end of the turn. The caller settles it with :class:`ToolOutput` (the
+result the tool gave) or :class:`Deny`; :class:`Approve` is refused, since the agent has no
+such tool to run. A person may equally answer an approval with a :class:`ToolOutput` (they
+ran the call themselves).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentkit.errors import AgentkitError
+from agentkit.errors import AgentkitError, ConfigurationError
 from agentkit.events import TurnUsage
 from agentkit.transcript import ToolResultBlock, Transcript
 
@@ -39,15 +49,68 @@ __all__ = [
     "ApprovalHandler",
     "ApprovalPolicy",
     "Approve",
+    "ClientTool",
     "Decision",
     "Deny",
     "PendingApproval",
     "RunState",
+    "ToolOutput",
 ]
 
 
+class ClientTool(BaseModel):
+    """A tool offered to the model that the agent does not run: its caller does.
+
+    A call to it pauses the run at the end of its turn (see the module docstring); the
+    arguments are not checked against ``parameters`` (the tool's owner checks them).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
+    """The arguments' JSON schema, rendered into the prompt like an agent tool's."""
+
+    @classmethod
+    def from_spec(cls, spec: ClientTool | Mapping[str, Any]) -> ClientTool:
+        """A client tool from itself or an OpenAI function spec (``{"type": "function",
+        "function": {"name": ..., "description": ..., "parameters": ...}}``, or the inner
+        ``function`` object)."""
+        if isinstance(spec, ClientTool):
+            return spec
+        function = spec.get("function", spec)
+        if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
+            raise TypeError(f"a client tool needs a name: {dict(spec)!r}")
+        parameters = function.get("parameters")
+        return cls(
+            name=function["name"],
+            description=function.get("description") or "",
+            parameters=dict(parameters) if isinstance(parameters, Mapping) else {"type": "object"},
+        )
+
+    def spec(self) -> dict[str, Any]:
+        """The OpenAI function spec the prompt renders (as an agent tool's)."""
+        function: dict[str, Any] = {"name": self.name, "parameters": self.parameters}
+        if self.description:
+            function["description"] = self.description
+        return {"type": "function", "function": function}
+
+
+def check_client_tools(client_tools: Mapping[str, ClientTool], agent_tools: Iterable[str]) -> None:
+    """:class:`~agentkit.errors.ConfigurationError` for a client tool named like one of the
+    agent's tools: a call to that name would be ambiguous (whose tool runs?)."""
+    clash = sorted(set(client_tools) & set(agent_tools))
+    if clash:
+        raise ConfigurationError(
+            f"client tool(s) {', '.join(clash)} have the name of an agent tool; the agent "
+            "runs its own tools, so a client tool needs another name"
+        )
+
+
 class PendingApproval(BaseModel):
-    """A tool call waiting for a person's decision."""
+    """A tool call the run paused on: waiting for a person's decision, or for the result of
+    a client tool (``kind``)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -59,6 +122,10 @@ class PendingApproval(BaseModel):
     """The arguments as the model wrote them."""
     description: str
     """The tool's description, to show the person what the call does."""
+    kind: Literal["approval", "client_tool"] = "approval"
+    """``"approval"``: an agent tool waiting for a decision (:class:`Approve`, :class:`Deny`
+    or :class:`ToolOutput`); ``"client_tool"``: a :class:`ClientTool` call, for its caller to
+    run (:class:`ToolOutput` or :class:`Deny`)."""
 
 
 class Approve(BaseModel):
@@ -82,8 +149,21 @@ class Deny(BaseModel):
     """Why, or what to do instead: words for the model (may be empty)."""
 
 
-Decision = Annotated[Approve | Deny, Field(discriminator="type")]
-"""A person's answer for one call (JSON: ``{"type": "approve" | "deny", ...}``)."""
+class ToolOutput(BaseModel):
+    """The call already ran elsewhere (a client tool, or a person ran it): ``content`` is its
+    result, as the model will read it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    type: Literal["tool_output"] = "tool_output"
+    content: str
+    is_error: bool = False
+    """The call failed: the model reads ``content`` as its error."""
+
+
+Decision = Annotated[Approve | Deny | ToolOutput, Field(discriminator="type")]
+"""The answer for one paused call (JSON: ``{"type": "approve" | "deny" | "tool_output",
+...}``)."""
 
 ApprovalPolicy = Callable[[PendingApproval], bool]
 """Sees each parsed call of a registered tool; ``True`` holds it for approval. It is called
@@ -132,7 +212,9 @@ class RunState(BaseModel):
     """Results of the paused turn's calls that already ran or were decided, as they will
     enter the transcript."""
     pending_approvals: list[PendingApproval] = Field(default_factory=list)
-    """The calls waiting for a decision, in call order."""
+    """The calls waiting for a decision or a client's result, in call order."""
+    client_tools: list[ClientTool] = Field(default_factory=list)
+    """The run's client tools: a resumed run offers them again (the prompt stays the same)."""
 
     def to_json(self) -> str:
         """The state as JSON text (store it anywhere; see :meth:`from_json`)."""

@@ -418,7 +418,7 @@ async def test_resume_refuses_missing_unknown_and_malformed_decisions_and_anothe
     assert caught.value.state is state
     with pytest.raises(ApprovalError, match="not pending"):
         await agent.resume(state, {pending.id: Approve(), "call_x": Deny()})
-    with pytest.raises(ApprovalError, match="use Approve or Deny"):
+    with pytest.raises(ApprovalError, match="use Approve, Deny or ToolOutput"):
         await agent.resume(state, {pending.id: True})  # type: ignore[dict-item]
     other = agentkit.Agent(profile="glm-4.5", engine=ScriptedEngine([]), tools=files.tools)
     with pytest.raises(ApprovalError, match="profile"):
@@ -726,8 +726,10 @@ def test_the_module_exports_exactly_its_public_types() -> None:
         "ApprovalHandler",
         "ApprovalPolicy",
         "Approve",
+        "ClientTool",
         "Decision",
         "Deny",
         "PendingApproval",
         "RunState",
+        "ToolOutput",
     }
