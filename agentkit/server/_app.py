@@ -11,9 +11,8 @@ renders, generates and parses.
 
 from __future__ import annotations
 
-import functools
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager, aclosing
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from pydantic import ValidationError
@@ -25,13 +24,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from agentkit._logging import get_logger
-from agentkit.errors import (
-    ConfigurationError,
-    ContextWindowExceeded,
-    EngineError,
-    EngineOverloaded,
-)
-from agentkit.events import ToolCallComplete
+from agentkit.events import ParseEvent, ToolCallComplete
 from agentkit.server._anthropic_request import (
     ConvertedRequest,
     CountTokensRequest,
@@ -47,17 +40,17 @@ from agentkit.server._anthropic_response import (
     stop_reason,
 )
 from agentkit.server._context import (
-    ERROR_STATUS,
     ApiError,
     ServerConfig,
     ServerContext,
     agent_hints,
 )
 from agentkit.server._errors import error_response
+from agentkit.server._exchange import TurnAnswer, answer_turn, cache_break
+from agentkit.server._exchange import endpoint as api_endpoint
 from agentkit.server._guard import BoundaryGuard, allowed_methods
 from agentkit.server._ids import new_tool_use_id
 from agentkit.server._intake import decode_ids
-from agentkit.server._lifecycle import TurnWatch, client_gone
 from agentkit.server._metrics import CONTENT_TYPE, HttpMetrics
 from agentkit.server._request_ids import RequestIds
 from agentkit.server._runtime import ModelTurn, ServerRuntime, TurnSpec
@@ -68,10 +61,9 @@ __all__ = ["RouteFactory", "ServerConfig", "create_app"]
 _log = get_logger("agentkit.server")
 
 
-def _error(error_type: str, message: str, status: int | None = None) -> JSONResponse:
-    return JSONResponse(
-        error_json(error_type, message), status_code=status or ERROR_STATUS[error_type]
-    )
+def _shape(error: ApiError) -> Response:
+    """The Messages API's error response."""
+    return JSONResponse(error_json(error.kind, error.message), status_code=error.status)
 
 
 RouteFactory = Callable[[ServerContext], list[Route]]
@@ -90,7 +82,6 @@ def create_app(
     engine with the server; ``adapters`` add other wire formats' routes)."""
     signer = signer or ThinkingSigner()
     context = ServerContext(runtime, config)
-    authorize = context.authorize
     body_json = context.read_json
 
     def parse(model: type[MessagesRequest] | type[CountTokensRequest], data: Any) -> Any:
@@ -113,9 +104,7 @@ def create_app(
             raise ApiError("invalid_request_error", str(error)) from error
         for note in converted.replayed:
             if not note.restored:
-                _log.warning(
-                    "cache break: an assistant turn is rendered canonically", note=str(note)
-                )
+                cache_break(note=str(note))
         return converted
 
     def spec(
@@ -138,23 +127,7 @@ def create_app(
     def endpoint(
         handler: Callable[[Request], Awaitable[Response]], *, public: bool = False
     ) -> Callable[[Request], Awaitable[Response]]:
-        async def wrapped(request: Request) -> Response:
-            try:
-                if not public:
-                    authorize(request)
-                return await handler(request)
-            except ApiError as error:
-                return _error(error.kind, error.message, error.status)
-            except ContextWindowExceeded as error:
-                return _error("invalid_request_error", str(error))
-            except ConfigurationError as error:
-                return _error("invalid_request_error", str(error))
-            except EngineOverloaded as error:
-                return _error("overloaded_error", str(error))
-            except EngineError as error:
-                return _error("api_error", str(error))
-
-        return wrapped
+        return api_endpoint(context, handler, _shape, public=public)
 
     async def health(request: Request) -> Response:
         if request.method == "HEAD":
@@ -233,27 +206,7 @@ def create_app(
 
     async def messages(request: Request) -> Response:
         parsed, turn_spec = await context.work(prepare, await body_json(request))
-        release = context.acquire()
-        try:
-            message_id = new_message_id()
-            # Rendering (and tokenizing) the prompt is CPU work: a worker thread does it.
-            turn = await context.work(
-                functools.partial(runtime.start, turn_spec, request_id=message_id)
-            )
-            watch = TurnWatch(context, turn, release)
-            if not parsed.stream:
-                try:
-                    return await _complete(turn, watch, request, message_id, parsed.model, signer)
-                finally:
-                    release()
-            events = turn.events()
-            present, first = await watch.first_event(request.receive, events)
-            if not present:  # the client left while its prompt was queued or prefilled
-                release()
-                return client_gone()
-        except BaseException:
-            release()
-            raise
+        message_id = new_message_id()
         # Arguments stream as the model writes them only for clients that asked (the API's
         # fine-grained tool streaming beta); others get each call's checked input whole.
         betas = request.headers.get("anthropic-beta", "")
@@ -263,22 +216,9 @@ def create_app(
             sign=signer.sign,
             stream_tool_arguments="fine-grained-tool-streaming" in betas,
         )
-
-        async def body() -> AsyncGenerator[bytes, None]:
-            yield stream.start(turn.prompt_tokens or 0, turn.cached_prompt_tokens)
-            calls = 0
-            if first is not None:
-                calls += isinstance(first, ToolCallComplete)
-                yield stream.event(first)
-                async for event in events:
-                    calls += isinstance(event, ToolCallComplete)
-                    yield stream.event(event)
-            reason = stop_reason(turn.finish_reason, calls > 0, turn.stop_sequence)
-            yield stream.finish(reason, turn.usage.output_tokens, stop_sequence=turn.stop_sequence)
-
-        # A failure from here on ends the stream with an `error` event (TurnWatch).
-        return watch.stream(  # type: ignore[return-value]
-            body(), events, fail=stream.error, ping=stream.ping
+        answer = _MessagesAnswer(stream, signer)
+        return await answer_turn(
+            context, request, turn_spec, answer, turn_id=message_id, stream=bool(parsed.stream)
         )
 
     async def not_found(request: Request, exc: Exception) -> Response:
@@ -324,33 +264,46 @@ def create_app(
     )
 
 
-async def _complete(
-    turn: ModelTurn,
-    watch: TurnWatch,
-    request: Request,
-    message_id: str,
-    model: str,
-    signer: ThinkingSigner,
-) -> Response:
-    async def generate() -> None:
-        async with aclosing(turn.events()) as events:
-            async for _ in events:
-                pass
+class _MessagesAnswer(TurnAnswer):
+    """A Messages API turn: its server-sent events, or the message."""
 
-    if not await watch.complete(request.receive, generate):
-        return client_gone()
-    message = turn.message
-    assert message is not None
-    reason = stop_reason(turn.finish_reason, bool(message.tool_calls), turn.stop_sequence)
-    return JSONResponse(
-        message_json(
-            message_id=message_id,
-            model=model,
-            message=message,
-            stop_reason=reason,
-            input_tokens=turn.prompt_tokens or 0,
-            output_tokens=turn.usage.output_tokens,
-            cache_read_input_tokens=turn.cached_prompt_tokens,
-            sign=signer.sign,
+    def __init__(self, stream: MessageStream, signer: ThinkingSigner) -> None:
+        self.stream = stream
+        self.signer = signer
+        self.calls = 0
+
+    def start(self, turn: ModelTurn) -> bytes:
+        return self.stream.start(turn.prompt_tokens or 0, turn.cached_prompt_tokens)
+
+    def event(self, event: ParseEvent) -> bytes:
+        self.calls += isinstance(event, ToolCallComplete)
+        return self.stream.event(event)
+
+    def finish(self, turn: ModelTurn) -> bytes:
+        reason = stop_reason(turn.finish_reason, self.calls > 0, turn.stop_sequence)
+        return self.stream.finish(
+            reason, turn.usage.output_tokens, stop_sequence=turn.stop_sequence
         )
-    )
+
+    def fail(self, kind: str, message: str) -> bytes:
+        return self.stream.error(kind, message)
+
+    def ping(self) -> bytes:
+        return self.stream.ping()
+
+    def complete(self, turn: ModelTurn) -> Response:
+        message = turn.message
+        assert message is not None
+        reason = stop_reason(turn.finish_reason, bool(message.tool_calls), turn.stop_sequence)
+        return JSONResponse(
+            message_json(
+                message_id=self.stream.message_id,
+                model=self.stream.model,
+                message=message,
+                stop_reason=reason,
+                input_tokens=turn.prompt_tokens or 0,
+                output_tokens=turn.usage.output_tokens,
+                cache_read_input_tokens=turn.cached_prompt_tokens,
+                sign=self.signer.sign,
+            )
+        )

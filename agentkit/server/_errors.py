@@ -38,7 +38,13 @@ class ApiError(Exception):
     ``status``, where HTTP has a more precise one)."""
 
     def __init__(
-        self, kind: str, message: str, *, param: str | None = None, status: int | None = None
+        self,
+        kind: str,
+        message: str,
+        *,
+        param: str | None = None,
+        status: int | None = None,
+        code: str | None = None,
     ) -> None:
         super().__init__(message)
         if kind not in ERROR_STATUS:
@@ -46,6 +52,8 @@ class ApiError(Exception):
         self.kind = kind
         self.message = message
         self.param = param
+        self.code = code
+        """OpenAI's machine-readable ``code`` (``context_length_exceeded``), where one applies."""
         self._status = status
 
     @property
@@ -53,10 +61,12 @@ class ApiError(Exception):
         return self._status if self._status is not None else ERROR_STATUS[self.kind]
 
 
-def openai_error(kind: str, message: str, param: str | None = None) -> dict[str, Any]:
+def openai_error(
+    kind: str, message: str, param: str | None = None, code: str | None = None
+) -> dict[str, Any]:
     """OpenAI's error body (``api_error`` and ``overloaded_error`` as ``server_error``)."""
     kind = "server_error" if kind in ("api_error", "overloaded_error") else kind
-    return {"error": {"message": message, "type": kind, "param": param, "code": None}}
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
 def error_response(

@@ -7,10 +7,8 @@ side channel are built by :mod:`._chat_stream`.
 
 from __future__ import annotations
 
-import functools
 import time
-from collections.abc import AsyncGenerator
-from contextlib import aclosing
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import ValidationError
@@ -19,8 +17,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from agentkit._logging import get_logger
-from agentkit.errors import ConfigurationError, ContextWindowExceeded, EngineError, EngineOverloaded
-from agentkit.events import ParseEvent, ToolCallComplete
+from agentkit.events import ParseEvent
 from agentkit.server._chat_request import (
     ChatRequest,
     ConvertedChat,
@@ -36,7 +33,7 @@ from agentkit.server._chat_stream import (
     usage_json,
 )
 from agentkit.server._context import ApiError, ServerContext
-from agentkit.server._lifecycle import TurnWatch, client_gone
+from agentkit.server._exchange import TurnAnswer, answer_turn, cache_break, endpoint
 from agentkit.server._runtime import ModelTurn
 
 __all__ = [
@@ -76,21 +73,6 @@ def chat_routes(context: ServerContext) -> list[Route]:
         if turn.message is not None and turn.message.raw is not None:
             index.remember(turn.message)
 
-    async def completions(request: Request) -> Response:
-        try:
-            context.authorize(request)
-            return await handle(request)
-        except ApiError as error:
-            return _error(error.kind, error.message, param=error.param, status=error.status)
-        except ContextWindowExceeded as error:
-            return _error("invalid_request_error", str(error), code="context_length_exceeded")
-        except ConfigurationError as error:
-            return _error("invalid_request_error", str(error))
-        except EngineOverloaded as error:
-            return _error("overloaded_error", str(error))
-        except EngineError as error:
-            return _error("api_error", str(error))
-
     def prepare(data: Any) -> tuple[ChatRequest, ConvertedChat]:
         parsed = parse(data)
         return parsed, convert_chat_request(parsed, turns=runtime.turns, index=index)
@@ -100,75 +82,75 @@ def chat_routes(context: ServerContext) -> list[Route]:
         parsed, converted = await context.work(prepare, await context.read_json(request))
         for n, restored in enumerate(converted.restored):
             if not restored:
-                _log.warning("cache break: an assistant turn is rendered canonically", run=n)
-        release = context.acquire()
-        try:
-            completion_id = new_completion_id()
-            turn = await context.work(
-                functools.partial(runtime.start, converted.spec, request_id=completion_id)
-            )
-            dispatch = config.streaming_tool_dispatch or request.headers.get(
-                _DISPATCH_HEADER, ""
-            ).lower() in ("1", "true", "yes")
-            stream = ChatStream(
-                completion_id=completion_id,
-                model=parsed.model,
-                created=int(time.time()),
-                reasoning_field=config.reasoning_field,
-                dispatch=dispatch and bool(parsed.stream),
-            )
-            watch = TurnWatch(context, turn, release)
-            if not parsed.stream:
-                try:
-                    return await complete(turn, stream, watch, request)
-                finally:
-                    release()
-            events = turn.events()
-            present, first = await watch.first_event(request.receive, events)
-            if not present:  # the client left while its prompt was queued or prefilled
-                release()
-                return client_gone()
-        except BaseException:
-            release()
-            raise
+                cache_break(run=n)
+        dispatch = config.streaming_tool_dispatch or request.headers.get(
+            _DISPATCH_HEADER, ""
+        ).lower() in ("1", "true", "yes")
+        stream = ChatStream(
+            completion_id=new_completion_id(),
+            model=parsed.model,
+            created=int(time.time()),
+            reasoning_field=config.reasoning_field,
+            dispatch=dispatch and bool(parsed.stream),
+        )
         include_usage = bool((parsed.stream_options or {}).get("include_usage"))
-
-        def frames(event: ParseEvent) -> bytes:
-            if stream.dispatch and isinstance(event, ToolCallComplete):
-                watch.dispatched()  # its tool_call_dispatch event is in these frames
-            return stream.event(event)
-
-        async def body() -> AsyncGenerator[bytes, None]:
-            yield stream.start()
-            if first is not None:
-                yield frames(first)
-                async for event in events:
-                    yield frames(event)
-            remember(turn)
-            yield stream.finish(finish_reason(turn.finish_reason, bool(stream.calls)))
-            if include_usage:
-                yield stream.usage(
-                    turn.prompt_tokens or 0, turn.usage.output_tokens, turn.cached_prompt_tokens
-                )
-            yield stream.done()
-
-        # A failure from here on ends the stream with an error chunk and [DONE] (TurnWatch).
-        return watch.stream(  # type: ignore[return-value]
-            body(), events, fail=stream.fail, ping=stream.ping
+        answer = _ChatAnswer(stream, remember, include_usage=include_usage)
+        return await answer_turn(
+            context,
+            request,
+            converted.spec,
+            answer,
+            turn_id=stream.completion_id,
+            stream=bool(parsed.stream),
         )
 
-    async def complete(
-        turn: ModelTurn, stream: ChatStream, watch: TurnWatch, request: Request
-    ) -> Response:
-        async def generate() -> None:
-            async with aclosing(turn.events()) as events:
-                async for _ in events:
-                    pass
+    completions = endpoint(context, handle, _shape)
+    return [Route("/v1/chat/completions", completions, methods=["POST"])]
 
-        if not await watch.complete(request.receive, generate):
-            return client_gone()
+
+def _shape(error: ApiError) -> Response:
+    """Chat Completions' error response."""
+    body = error_body(error.kind, error.message, param=error.param, code=error.code)
+    return JSONResponse(body, status_code=error.status)
+
+
+class _ChatAnswer(TurnAnswer):
+    """A Chat Completions turn: its chunks (and ``[DONE]``), or the completion."""
+
+    def __init__(
+        self, stream: ChatStream, remember: Callable[[ModelTurn], None], *, include_usage: bool
+    ) -> None:
+        self.stream = stream
+        self.remember = remember
+        self.include_usage = include_usage
+        self.dispatches = stream.dispatch
+
+    def start(self, turn: ModelTurn) -> bytes:
+        return self.stream.start()
+
+    def event(self, event: ParseEvent) -> bytes:
+        return self.stream.event(event)
+
+    def finish(self, turn: ModelTurn) -> bytes:
+        stream = self.stream
+        self.remember(turn)
+        frames = stream.finish(finish_reason(turn.finish_reason, bool(stream.calls)))
+        if self.include_usage:
+            frames += stream.usage(
+                turn.prompt_tokens or 0, turn.usage.output_tokens, turn.cached_prompt_tokens
+            )
+        return frames + stream.done()
+
+    def fail(self, kind: str, message: str) -> bytes:
+        return self.stream.fail(kind, message)
+
+    def ping(self) -> bytes:
+        return self.stream.ping()
+
+    def complete(self, turn: ModelTurn) -> Response:
+        stream = self.stream
         assert turn.message is not None
-        remember(turn)
+        self.remember(turn)
         replay(stream, turn.message)
         choice = {
             "index": 0,
@@ -188,17 +170,3 @@ def chat_routes(context: ServerContext) -> list[Route]:
                 ),
             }
         )
-
-    return [Route("/v1/chat/completions", completions, methods=["POST"])]
-
-
-def _error(
-    kind: str,
-    message: str,
-    *,
-    param: str | None = None,
-    code: str | None = None,
-    status: int | None = None,
-) -> JSONResponse:
-    status = status or ApiError(kind, message).status
-    return JSONResponse(error_body(kind, message, param=param, code=code), status_code=status)

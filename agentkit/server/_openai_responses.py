@@ -33,12 +33,10 @@ stands in).
 
 from __future__ import annotations
 
-import functools
 import json
 import time
 import zlib
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
-from contextlib import aclosing
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from pydantic import ValidationError
@@ -49,14 +47,12 @@ from starlette.routing import Route
 from agentkit._logging import get_logger
 from agentkit.errors import (
     ConfigurationError,
-    ContextWindowExceeded,
-    EngineError,
-    EngineOverloaded,
 )
-from agentkit.events import ToolCallComplete
+from agentkit.events import ParseEvent, ToolCallComplete
 from agentkit.server._context import ApiError, ServerContext, agent_hints
+from agentkit.server._errors import openai_error
+from agentkit.server._exchange import TurnAnswer, answer_turn, endpoint
 from agentkit.server._ids import new_call_id
-from agentkit.server._lifecycle import TurnWatch, client_gone
 from agentkit.server._response_store import (
     History,
     MissingResponse,
@@ -68,14 +64,13 @@ from agentkit.server._responses_request import (
     InputConverter,
     ResponsesRequest,
     Tools,
-    UnsupportedEncoding,
     UnverifiableReasoning,
     read_body,
     stored_response,
     tool_choice,
 )
 from agentkit.server._responses_stream import ResponseStream, new_id
-from agentkit.server._runtime import ServerRuntime, TurnSpec
+from agentkit.server._runtime import ModelTurn, ServerRuntime, TurnSpec
 from agentkit.server._sealing import Sealer
 from agentkit.transcript import Message
 
@@ -130,11 +125,47 @@ def responses_routes_factory(
 # -- the endpoint ----------------------------------------------------------------------------
 
 
-def error_json(kind: str, message: str, param: str | None = None) -> dict[str, Any]:
-    """OpenAI's error body (``type`` is agentkit's error kind, ``api_error`` as
-    ``server_error``)."""
-    kind = "server_error" if kind in ("api_error", "overloaded_error") else kind
-    return {"error": {"message": message, "type": kind, "param": param, "code": None}}
+def _shape(error: ApiError) -> Response:
+    """The Responses API's error response (OpenAI's shape)."""
+    body = openai_error(error.kind, error.message, error.param, error.code)
+    return JSONResponse(body, status_code=error.status)
+
+
+class _ResponsesAnswer(TurnAnswer):
+    """A Responses turn: its stream events, or the response object. With
+    ``parallel_tool_calls: false`` the response ends at the first complete call."""
+
+    def __init__(
+        self, stream: ResponseStream, *, single_call: bool, keep: Callable[[ModelTurn], None]
+    ) -> None:
+        self.stream = stream
+        self.single_call = single_call
+        self.keep = keep
+
+    def start(self, turn: ModelTurn) -> bytes:
+        return self.stream.start()
+
+    def event(self, event: ParseEvent) -> bytes:
+        return self.stream.event(event)
+
+    def ends_turn(self, event: ParseEvent) -> bool:
+        return self.single_call and isinstance(event, ToolCallComplete)
+
+    def finish(self, turn: ModelTurn) -> bytes:
+        last = self.stream.finish(turn)
+        self.keep(turn)  # stored before the client can continue it
+        return last
+
+    def fail(self, kind: str, message: str) -> bytes:
+        return self.stream.fail(message)
+
+    def collect(self, event: ParseEvent) -> None:
+        self.stream.event(event)
+
+    def complete(self, turn: ModelTurn) -> Response:
+        self.stream.finish(turn)
+        self.keep(turn)
+        return JSONResponse(self.stream.response)
 
 
 class _Adapter:
@@ -154,30 +185,12 @@ class _Adapter:
     def endpoint(
         self, handler: Callable[[Request], Awaitable[Response]]
     ) -> Callable[[Request], Awaitable[Response]]:
-        async def wrapped(request: Request) -> Response:
-            try:
-                self.context.authorize(request)
-                return await handler(request)
-            except ApiError as error:
-                body = error_json(error.kind, error.message, error.param)
-                return JSONResponse(body, status_code=error.status)
-            except UnsupportedEncoding as error:
-                body = error_json("invalid_request_error", str(error))
-                return JSONResponse(body, status_code=415)
-            except (ConfigurationError, ContextWindowExceeded) as error:
-                body = error_json("invalid_request_error", str(error))
-                return JSONResponse(body, status_code=400)
-            except EngineOverloaded as error:
-                return JSONResponse(error_json("overloaded_error", str(error)), status_code=529)
-            except EngineError as error:
-                return JSONResponse(error_json("api_error", str(error)), status_code=500)
-
-        return wrapped
+        return endpoint(self.context, handler, _shape)
 
     async def websocket_refusal(self, request: Request) -> Response:
         """Codex tries a WebSocket on ``GET /v1/responses`` first; 426 makes it use HTTP."""
         message = "this server has no WebSocket mode: POST /v1/responses (server-sent events)"
-        return JSONResponse(error_json("invalid_request_error", message), status_code=426)
+        return _shape(ApiError("invalid_request_error", message, status=426))
 
     async def create(self, request: Request) -> Response:
         try:
@@ -201,60 +214,13 @@ class _Adapter:
             seal=seal,
             count_tokens=self.runtime.encode,
         )
-        single_call = parsed.parallel_tool_calls is False
-        release = self.context.acquire()
-        try:
-            turn = await self.context.work(
-                functools.partial(self.runtime.start, spec, request_id=response_id)
-            )
-            events = turn.events()
-            watch = TurnWatch(self.context, turn, release)
-            if not parsed.stream:
-                try:
-
-                    async def generate() -> None:
-                        async with aclosing(events):
-                            async for event in events:
-                                stream.event(event)
-                                if single_call and isinstance(event, ToolCallComplete):
-                                    break
-
-                    if not await watch.complete(request.receive, generate):
-                        return client_gone()
-                    stream.finish(turn)
-                    self._keep(parsed, stream.response, turn.message)
-                    return JSONResponse(stream.response)
-                finally:
-                    release()
-            present, first = await watch.first_event(request.receive, events)
-            if not present:  # the client left while its prompt was queued or prefilled
-                release()
-                return client_gone()
-        except BaseException:
-            release()
-            raise
-
-        async def chunks() -> AsyncGenerator[bytes, None]:
-            yield stream.start()
-            if first is not None:
-                yield stream.event(first)
-                done = single_call and isinstance(first, ToolCallComplete)
-                while not done:
-                    event = await anext(events, None)
-                    if event is None:
-                        break
-                    yield stream.event(event)
-                    done = single_call and isinstance(event, ToolCallComplete)
-            last = stream.finish(turn)
-            self._keep(parsed, stream.response, turn.message)  # before the client can continue it
-            yield last
-
-        # A failure from here on ends the stream with `response.failed` (TurnWatch).
-        return watch.stream(  # type: ignore[return-value]
-            chunks(),
-            events,
-            fail=lambda kind, message: stream.fail(message),
-            ping=lambda: b": ping\n\n",
+        answer = _ResponsesAnswer(
+            stream,
+            single_call=parsed.parallel_tool_calls is False,
+            keep=lambda turn: self._keep(parsed, stream.response, turn.message),
+        )
+        return await answer_turn(
+            self.context, request, spec, answer, turn_id=response_id, stream=bool(parsed.stream)
         )
 
     def _prepare(self, body: Any) -> tuple[ResponsesRequest, Tools, TurnSpec, str]:

@@ -129,8 +129,11 @@ class ResponsesRequest(BaseModel):
 # -- request bodies --------------------------------------------------------------------------
 
 
-class UnsupportedEncoding(Exception):
-    pass
+class UnsupportedEncoding(ApiError):
+    """A body in a ``Content-Encoding`` this server does not decode: 415."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("invalid_request_error", message, status=415)
 
 
 async def read_body(context: ServerContext, request: Request) -> Any:

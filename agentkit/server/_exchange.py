@@ -1,0 +1,202 @@
+"""One request skeleton for the three APIs: what every adapter does around a model turn.
+
+An adapter (Anthropic Messages, Chat Completions, Responses) parses and converts its request
+into a :class:`~agentkit.server._runtime.TurnSpec`, then hands the rest to
+:func:`answer_turn` with a :class:`TurnAnswer`: the frames and the response body of its wire
+format, nothing else. The skeleton holds what must not differ between them:
+
+* the error mapping (:func:`api_error`, :func:`endpoint`): the API key, agentkit's errors as
+  the API's error kinds and statuses, in the adapter's error shape;
+* the slot: acquired before the turn starts, released exactly once however it ends;
+* the turn's lifecycle (:class:`~agentkit.server._lifecycle.TurnWatch`): prompt rendering on
+  a worker thread, the first event awaited before the 200 (so a failure during prefill is an
+  HTTP error), a client that leaves before the body, mid-stream or during a non-streaming
+  request aborts the engine request and frees the slot, a failure after the 200 ends the
+  stream with the API's error frames;
+* cache-break reporting (:func:`cache_break`).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from contextlib import aclosing
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from agentkit._logging import get_logger
+from agentkit.errors import (
+    ConfigurationError,
+    ContextWindowExceeded,
+    EngineError,
+    EngineOverloaded,
+)
+from agentkit.events import ParseEvent, ToolCallComplete
+from agentkit.server._context import ApiError, ServerContext
+from agentkit.server._lifecycle import TurnWatch, client_gone
+from agentkit.server._runtime import ModelTurn, TurnSpec
+
+__all__ = ["ErrorShape", "TurnAnswer", "answer_turn", "api_error", "cache_break", "endpoint"]
+
+_log = get_logger("agentkit.server")
+
+ErrorShape = Callable[[ApiError], Response]
+"""An API's error response for an :class:`ApiError` (its body shape, the error's status)."""
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+def api_error(error: Exception) -> ApiError | None:
+    """``error`` as the API error a client gets, or ``None`` for an error that is a bug (it
+    propagates: a 500 from the framework, logged with its traceback)."""
+    if isinstance(error, ApiError):
+        return error
+    if isinstance(error, ContextWindowExceeded):
+        return ApiError("invalid_request_error", str(error), code="context_length_exceeded")
+    if isinstance(error, ConfigurationError):
+        return ApiError("invalid_request_error", str(error))
+    if isinstance(error, EngineOverloaded):
+        return ApiError("overloaded_error", str(error))
+    if isinstance(error, EngineError):
+        return ApiError("api_error", str(error))
+    return None
+
+
+def endpoint(
+    context: ServerContext, handler: Handler, shape: ErrorShape, *, public: bool = False
+) -> Handler:
+    """``handler`` behind the API key (unless ``public``), its errors answered in ``shape``."""
+
+    async def wrapped(request: Request) -> Response:
+        try:
+            if not public:
+                context.authorize(request)
+            return await handler(request)
+        except Exception as error:
+            mapped = api_error(error)
+            if mapped is None:
+                raise
+            return shape(mapped)
+
+    return wrapped
+
+
+def cache_break(**detail: Any) -> None:
+    """An assistant turn a client sent back could not be matched to what the model generated:
+    it is rendered canonically and the prompt stops extending the previous one there."""
+    _log.warning("cache break: an assistant turn is rendered canonically", **detail)
+
+
+class TurnAnswer:
+    """What one API writes for a model turn: stream frames, or the whole response.
+
+    Streaming: :meth:`start`, :meth:`event` per parse event, :meth:`finish`; a failure after
+    the 200 ends the stream with :meth:`fail`'s frames; :meth:`ping` keeps an idle stream
+    alive. Not streaming: :meth:`collect` per event, then :meth:`complete`.
+    """
+
+    dispatches = False
+    """Whether the stream announces each complete tool call for dispatch (the watch then
+    measures the dispatch latency)."""
+
+    def start(self, turn: ModelTurn) -> bytes:
+        raise NotImplementedError
+
+    def event(self, event: ParseEvent) -> bytes:
+        raise NotImplementedError
+
+    def finish(self, turn: ModelTurn) -> bytes:
+        raise NotImplementedError
+
+    def fail(self, kind: str, message: str) -> bytes:
+        raise NotImplementedError
+
+    def ping(self) -> bytes:
+        return b": ping\n\n"
+
+    def ends_turn(self, event: ParseEvent) -> bool:
+        """Whether the answer ends after ``event`` (the generation is then aborted)."""
+        return False
+
+    def collect(self, event: ParseEvent) -> None:
+        """A non-streaming answer sees each event here."""
+
+    def complete(self, turn: ModelTurn) -> Response:
+        """The non-streaming response, once the turn is over."""
+        raise NotImplementedError
+
+
+async def answer_turn(
+    context: ServerContext,
+    request: Request,
+    spec: TurnSpec,
+    answer: TurnAnswer,
+    *,
+    turn_id: str,
+    stream: bool,
+) -> Response:
+    """Run ``spec``'s model turn for ``request`` and answer it with ``answer``'s frames."""
+    release = context.acquire()
+    try:
+        # Rendering (and tokenizing) the prompt is CPU work: a worker thread does it.
+        turn = await context.work(
+            functools.partial(context.runtime.start, spec, request_id=turn_id)
+        )
+        watch = TurnWatch(context, turn, release)
+        events = turn.events()
+        if not stream:
+            try:
+                return await _complete(turn, events, watch, request, answer)
+            finally:
+                release()
+        present, first = await watch.first_event(request.receive, events)
+        if not present:  # the client left while its prompt was queued or prefilled
+            release()
+            return client_gone()
+    except BaseException:
+        release()
+        raise
+
+    def frames(event: ParseEvent) -> bytes:
+        if answer.dispatches and isinstance(event, ToolCallComplete):
+            watch.dispatched()  # its dispatch announcement is in these frames
+        return answer.event(event)
+
+    async def body() -> AsyncGenerator[bytes, None]:
+        yield answer.start(turn)
+        if first is not None:
+            yield frames(first)
+            done = answer.ends_turn(first)
+            while not done:
+                event = await anext(events, None)
+                if event is None:
+                    break
+                yield frames(event)
+                done = answer.ends_turn(event)
+        yield answer.finish(turn)
+
+    # A failure from here on ends the stream with the API's error frames (TurnWatch).
+    return watch.stream(  # type: ignore[return-value]
+        body(), events, fail=answer.fail, ping=answer.ping
+    )
+
+
+async def _complete(
+    turn: ModelTurn,
+    events: AsyncGenerator[ParseEvent, None],
+    watch: TurnWatch,
+    request: Request,
+    answer: TurnAnswer,
+) -> Response:
+    async def generate() -> None:
+        async with aclosing(events):
+            async for event in events:
+                answer.collect(event)
+                if answer.ends_turn(event):
+                    break
+
+    if not await watch.complete(request.receive, generate):
+        return client_gone()
+    return answer.complete(turn)
