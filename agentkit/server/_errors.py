@@ -30,7 +30,8 @@ ERROR_STATUS: dict[str, int] = {
 """Error kinds (Anthropic's names) and their HTTP status codes."""
 
 OPENAI_PATHS = ("/v1/chat/completions", "/v1/responses")
-"""Paths whose errors take OpenAI's shape; every other path answers in Anthropic's."""
+"""Paths (and, for ``/v1/responses``, the paths below it) whose errors take OpenAI's shape;
+every other path answers in Anthropic's."""
 
 
 class ApiError(Exception):
@@ -75,7 +76,8 @@ def error_response(
     headers: Mapping[str, str] | None = None,
 ) -> JSONResponse:
     """``error`` in the error shape of the API ``path`` belongs to."""
-    if path.rstrip("/") in OPENAI_PATHS:
+    path = path.rstrip("/")
+    if path in OPENAI_PATHS or path.startswith("/v1/responses/"):
         body = openai_error(error.kind, error.message, error.param)
     else:
         body = {"type": "error", "error": {"type": error.kind, "message": error.message}}

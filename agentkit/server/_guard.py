@@ -33,7 +33,7 @@ from agentkit.server._errors import ApiError, error_response
 
 __all__ = ["BoundaryGuard", "allowed_methods", "is_json_type", "is_loopback_host"]
 
-_ALLOWED_METHODS = "GET, POST, HEAD"
+_ALLOWED_METHODS = "GET, POST, HEAD, DELETE"  # DELETE: stored Responses
 _ALLOWED_HEADERS = (
     "authorization, content-type, content-encoding, x-api-key, anthropic-version, "
     "anthropic-beta, x-agentkit-dispatch, x-request-id"

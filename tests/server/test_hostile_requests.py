@@ -317,6 +317,7 @@ async def test_allowed_origins_get_preflight_and_cors_headers() -> None:
         assert preflight.status_code == 204
         assert preflight.headers["access-control-allow-origin"] == "https://app.example"
         assert "POST" in preflight.headers["access-control-allow-methods"]
+        assert "DELETE" in preflight.headers["access-control-allow-methods"]  # stored responses
         assert "x-api-key" in preflight.headers["access-control-allow-headers"]
         response = await c.post("/v1/messages", json=valid_body("/v1/messages"))
         assert response.status_code == 200
@@ -325,6 +326,16 @@ async def test_allowed_origins_get_preflight_and_cors_headers() -> None:
     async with client(app, origin="https://other.example") as c:
         response = await c.post("/v1/messages", json=valid_body("/v1/messages"))
         assert response.status_code == 403
+
+
+async def test_errors_below_v1_responses_take_openais_shape() -> None:
+    async with client(build()) as c:
+        missing = await c.get("/v1/responses/resp_x/nothing/here")
+        wrong = await c.put("/v1/responses/resp_x", json={})
+    for response in (missing, wrong):
+        assert response.status_code in (404, 405), response.text
+        error = response.json()["error"]
+        assert set(error) >= {"message", "type", "param", "code"}, error
 
 
 @pytest.mark.parametrize(
