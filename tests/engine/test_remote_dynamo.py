@@ -283,6 +283,7 @@ async def test_an_agent_keeps_one_session_hints_and_exact_replay_on_dynamo() -> 
             tools=[lookup],
             profile="qwen3",
             hints=agentkit.AgentHints(priority=4),
+            request_options={"agent_hints": agentkit.AgentHints(expected_output_tokens=50)},
         )
         with anyio.fail_after(20):
             result = await agent.run("What is x?")
@@ -294,4 +295,5 @@ async def test_an_agent_keeps_one_session_hints_and_exact_replay_on_dynamo() -> 
     assert second[: len(first) + len(output)] == first + output
     sessions = {headers["x-dynamo-session-id"] for headers in fake.headers}
     assert sessions == {result.run_id}
-    assert [body["nvext"]["agent_hints"] for body in fake.bodies] == [{"priority": -4}] * 2
+    hints = {"priority": -4, "osl": 50}
+    assert [body["nvext"]["agent_hints"] for body in fake.bodies] == [hints] * 2
