@@ -1,0 +1,348 @@
+"""The hosted agent over Chat Completions (``POST /v1/chat/completions`` under ``--agent``).
+
+One request is one run of the agent (:mod:`._hosted`), answered as one assistant message: the
+reasoning of all its turns in the reasoning field, their text in ``content`` (blocks joined by
+a blank line), and ``tool_calls`` holding only calls of the client's own tools (then
+``finish_reason`` is ``"tool_calls"`` and the client answers with ``tool`` messages).
+
+The agent's own calls, which the server ran, are not tool calls the client could run: they
+travel in an extension field the official ``openai`` SDK keeps in ``model_extra``,
+``agentkit_server_tool``. Streaming, a chunk's ``delta`` carries one per event: ``{"type":
+"call", "id", "name", "arguments"}`` the moment the call is dispatched (the model still
+generating), ``{"type": "result", "id", "name", "output", "is_error"}`` when the tool has
+finished. Not streaming, the message carries ``agentkit_server_tools``: ``[{"id", "name",
+"arguments", "output", "is_error"}]`` in call order.
+
+**Continuing.** The client sends back what it holds (the one message), not the server's turns
+behind it. Each answer's whole run (its assistant turns, exact, and the server's tool
+messages; when the run ended at a client call, that turn's server-side results) is kept in
+the server's turn file, keyed by the message as the client holds it (with and without its
+reasoning: clients that drop it find it too), as :class:`~agentkit.server._chat_request.
+ReplayIndex` keys turns by their projection. The message sent back is replaced by that run,
+the client's ``tool`` messages joined with the kept results in call order, so the next prompt
+extends the previous one token for token.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import ValidationError
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from agentkit.events import (
+    AgentEvent,
+    ReasoningComplete,
+    ReasoningDelta,
+    TextComplete,
+    TextDelta,
+    ToolCallArgumentsDelta,
+    ToolCallComplete,
+    ToolCallStarted,
+    ToolResultEvent,
+    TurnComplete,
+)
+from agentkit.server._chat_request import ChatRequest, ReplayIndex, convert_chat_request
+from agentkit.server._chat_stream import (
+    ChatStream,
+    error_body,
+    finish_reason,
+    new_completion_id,
+    usage_json,
+)
+from agentkit.server._context import ApiError, ServerContext, agent_hints
+from agentkit.server._exchange import cache_break, endpoint
+from agentkit.server._hosted import (
+    HostedAgent,
+    HostedRun,
+    RunAnswer,
+    answer_run,
+    resolve_tool_choice,
+)
+from agentkit.server._response_store import ResponseStore, StoredResponse, response_store
+from agentkit.server._turns import visible_key
+from agentkit.sessions._store import decode_messages, encode_messages
+from agentkit.transcript import (
+    ContentBlock,
+    Message,
+    ReasoningBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    Transcript,
+)
+
+__all__ = ["EXTENSION", "hosted_chat_routes"]
+
+EXTENSION = "agentkit_server_tool"
+"""The delta field that shows a call the server ran (``agentkit_server_tools`` on a message)."""
+
+_PREFIX = "hosted-chat:"
+"""Kept runs share the stored-responses table; their keys never look like a response id."""
+
+
+class _Runs:
+    """The kept runs, by the message the client holds (see the module docstring)."""
+
+    def __init__(self, store: ResponseStore) -> None:
+        self._store = store
+
+    def keep(
+        self, keys: Sequence[str], messages: Sequence[Message], pending: Sequence[ToolResultBlock]
+    ) -> None:
+        record = {
+            "messages": encode_messages(messages),
+            "pending": [r.model_dump(mode="json") for r in pending],
+        }
+        for key in dict.fromkeys(keys):
+            response = {"object": "agentkit.hosted_run"}
+            self._store.put(StoredResponse(_PREFIX + key, None, response, [record], None))
+
+    def find(
+        self, blocks: Sequence[ContentBlock]
+    ) -> tuple[list[Message], list[ToolResultBlock]] | None:
+        stored = self._store.get(_PREFIX + visible_key(blocks))
+        if stored is None or not stored.input:
+            return None
+        record = stored.input[0]
+        messages = list(decode_messages(record["messages"]))
+        pending = [ToolResultBlock.model_validate(r) for r in record.get("pending", [])]
+        return messages, pending
+
+
+def restore_runs(transcript: Transcript, runs: _Runs, restored: Sequence[bool]) -> Transcript:
+    """``transcript`` with each assistant message that is a kept run's answer replaced by
+    that run; each unmatched message that the turn store did not restore either is a
+    logged cache break."""
+    out = Transcript()
+    messages = transcript.messages
+    n = 0
+    i = 0
+    while i < len(messages):
+        message = messages[i]
+        i += 1
+        if message.role != "assistant":
+            out.append(message)
+            continue
+        was_restored = restored[n] if n < len(restored) else False
+        n += 1
+        found = runs.find(message.content)
+        if found is None:
+            if not was_restored:
+                cache_break(api="chat", hosted=True, message=n - 1)
+            out.append(message)
+            continue
+        run, pending = found
+        out.messages.extend(run)
+        if not pending:
+            continue
+        answered: list[ToolResultBlock] = []
+        if i < len(messages) and messages[i].role == "tool":
+            answered = [b for b in messages[i].content if isinstance(b, ToolResultBlock)]
+            i += 1
+        last = next((m for m in reversed(run) if m.role == "assistant"), None)
+        order = {c.id: k for k, c in enumerate(last.tool_calls)} if last is not None else {}
+        results = sorted([*pending, *answered], key=lambda r: order.get(r.call_id, len(order)))
+        out.add("tool", list(results))
+    return out
+
+
+class _Answer(RunAnswer):
+    def __init__(
+        self,
+        stream: ChatStream,
+        run_ref: list[HostedRun],
+        runs: _Runs,
+        *,
+        include_usage: bool,
+    ) -> None:
+        self.stream = stream
+        self._run_ref = run_ref
+        self._runs = runs
+        self._include_usage = include_usage
+        self._server_blocks: set[int] = set()
+        self.server_tools: list[dict[str, Any]] = []
+        self._by_id: dict[str, dict[str, Any]] = {}
+
+    @property
+    def run(self) -> HostedRun:
+        return self._run_ref[0]
+
+    def start(self) -> bytes:
+        return self.stream.start()
+
+    def event(self, e: AgentEvent) -> bytes:
+        stream = self.stream
+        if isinstance(e, TurnComplete):
+            stream._blocks = {}  # the next turn's blocks count from 0 again
+            self._server_blocks = set()
+            return b""
+        if isinstance(e, ReasoningDelta | ReasoningComplete | TextDelta | TextComplete):
+            return stream.event(e)
+        if isinstance(e, ToolCallStarted):
+            if self.run.is_client_call(e.name):
+                return stream.event(e)
+            self._server_blocks.add(e.index)
+            return b""
+        if isinstance(e, ToolCallArgumentsDelta):
+            return b"" if e.index in self._server_blocks else stream.event(e)
+        if isinstance(e, ToolCallComplete):
+            if (
+                e.index not in self._server_blocks
+                and self.run.is_client_call(e.name)
+                and e.error is None
+            ):
+                return stream.event(e)
+            arguments = json.dumps(e.arguments if e.error is None else {}, ensure_ascii=False)
+            entry: dict[str, Any] = {
+                "id": e.id,
+                "name": e.name,
+                "arguments": arguments,
+                "output": None,
+                "is_error": False,
+            }
+            self.server_tools.append(entry)
+            self._by_id[e.id] = entry
+            return stream._chunk(
+                {EXTENSION: {"type": "call", "id": e.id, "name": e.name, "arguments": arguments}}
+            )
+        if isinstance(e, ToolResultEvent):
+            shown = self._by_id.get(e.call_id)
+            if shown is None:
+                return b""  # a result for a call the client runs: not shown
+            output = self.run.for_model(e.result).content
+            shown.update(output=output, is_error=e.is_error)
+            side = {
+                "type": "result",
+                "id": e.call_id,
+                "name": e.name,
+                "output": output,
+                "is_error": e.is_error,
+            }
+            return stream._chunk({EXTENSION: side})
+        return b""
+
+    def _finish_reason(self, run: HostedRun) -> str:
+        return finish_reason(run.last_finish_reason or "stop", bool(self.stream.calls))
+
+    def _keep(self, run: HostedRun) -> None:
+        result = run.result
+        messages = run.stream.transcript.messages[run.first_message :]
+        pending = result.state.tool_results if result.state is not None else []
+        stream = self.stream
+        calls: list[ContentBlock] = [
+            ToolCallBlock(id=c.id, name=c.name, arguments=c.arguments) for c in stream.calls
+        ]
+        text: list[ContentBlock] = [TextBlock(text=stream.content)] if stream.content else []
+        reasoning: list[ContentBlock] = (
+            [ReasoningBlock(text=stream.reasoning)] if stream.reasoning else []
+        )
+        keys = [visible_key([*reasoning, *text, *calls]), visible_key([*text, *calls])]
+        self._runs.keep(keys, messages, pending)
+
+    def _usage(self, run: HostedRun) -> dict[str, Any]:
+        usage = run.result.usage
+        return usage_json(usage.prompt_tokens, usage.output_tokens, usage.cached_prompt_tokens)
+
+    def finish(self, run: HostedRun) -> bytes:
+        self._keep(run)  # kept before the client can continue it
+        out = self.stream.finish(self._finish_reason(run))
+        if self._include_usage:
+            out += self.stream._data({"choices": [], "usage": self._usage(run)})
+        return out + self.stream.done()
+
+    def fail(self, kind: str, message: str) -> bytes:
+        return self.stream.fail(kind, message)
+
+    def complete(self, run: HostedRun) -> Response:
+        self._keep(run)
+        stream = self.stream
+        message = stream.message()
+        message["agentkit_server_tools"] = self.server_tools
+        choice = {
+            "index": 0,
+            "message": message,
+            "logprobs": None,
+            "finish_reason": self._finish_reason(run),
+        }
+        return JSONResponse(
+            {
+                "id": stream.completion_id,
+                "object": "chat.completion",
+                "created": stream.created,
+                "model": stream.model,
+                "choices": [choice],
+                "usage": self._usage(run),
+            }
+        )
+
+
+def hosted_chat_routes(hosted: HostedAgent, context: ServerContext) -> list[Route]:
+    """``POST /v1/chat/completions`` runs ``hosted``'s agent."""
+    runtime = context.runtime
+    index = ReplayIndex(runtime.turns)
+    runs = _Runs(response_store(runtime.turns))
+
+    def prepare(data: Any) -> tuple[ChatRequest, Transcript]:
+        if not isinstance(data, dict):
+            raise ApiError("invalid_request_error", "the request body must be a JSON object")
+        try:
+            parsed = ChatRequest.model_validate(data)
+        except ValidationError as error:
+            first = error.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise ApiError(
+                "invalid_request_error", f"{where}: {first['msg']}", param=where
+            ) from error
+        # The request's tool_choice may name an agent tool: it is checked below, not here.
+        plain = parsed.model_copy(update={"tool_choice": None})
+        converted = convert_chat_request(plain, turns=runtime.turns, index=index)
+        transcript = restore_runs(converted.spec.transcript, runs, converted.restored)
+        return parsed, transcript
+
+    async def completions(request: Request) -> Response:
+        parsed, transcript = await context.work(prepare, await context.read_json(request))
+        client_tools = hosted.client_tools(parsed.tools or [])
+        names = [*hosted.tool_names, *(t.name for t in client_tools)]
+        choice = resolve_tool_choice(parsed.tool_choice, names)
+        completion_id = new_completion_id()
+        stream = ChatStream(
+            completion_id=completion_id,
+            model=parsed.model,
+            created=int(time.time()),
+            reasoning_field=context.config.reasoning_field,
+        )
+        run_ref: list[HostedRun] = []
+
+        def start() -> HostedRun:
+            run = hosted.start(
+                transcript,
+                client_tools=client_tools,
+                tool_choice=choice,
+                hints=agent_hints(parsed),
+                run_id=completion_id,
+            )
+            run_ref.append(run)
+            return run
+
+        include_usage = bool((parsed.stream_options or {}).get("include_usage"))
+        answer = _Answer(stream, run_ref, runs, include_usage=include_usage)
+        return await answer_run(context, request, start, answer, stream=bool(parsed.stream))
+
+    return [
+        Route(
+            "/v1/chat/completions",
+            endpoint(context, completions, _error),
+            methods=["POST"],
+        )
+    ]
+
+
+def _error(error: ApiError) -> Response:
+    body = error_body(error.kind, error.message, param=error.param, code=error.code)
+    return JSONResponse(body, status_code=error.status)

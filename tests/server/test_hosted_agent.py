@@ -1,0 +1,278 @@
+"""``agentkit serve --agent``: a user's agent over Responses and Chat Completions, driven by the
+official ``openai`` SDK. The agent's two tools run on the server mid-stream and are shown as
+server-side work (``mcp_call`` items, Chat's ``agentkit_server_tool``); the client's tool
+comes back as a function call; the client answers it and the conversation continues, each
+prompt extending the previous one token for token."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import openai
+import pytest
+from _hosted_app import ASK, ORDER, SCRIPT, RecordingEngine, make
+from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage
+from openai.types.responses.response_output_item import McpCall
+
+import agentkit
+from agentkit.server._app import ServerConfig, create_app
+from agentkit.server._hosted_routes import hosted_routes
+from agentkit.server._runtime import ServerRuntime
+
+pytestmark = pytest.mark.anyio
+
+KEY = "test-key"
+CHAT_ASK = {
+    "type": "function",
+    "function": {k: v for k, v in ASK.items() if k != "type"},
+}
+
+
+def app_for(agent: agentkit.Agent[str], **config: Any) -> Any:
+    runtime = ServerRuntime(agent.engine, agent.profile)
+    settings = ServerConfig(model_name="hosted", api_key=KEY, **config)
+    return create_app(runtime, settings, adapters=[hosted_routes(agent)])
+
+
+@asynccontextmanager
+async def client(agent: agentkit.Agent[str]) -> AsyncIterator[openai.AsyncOpenAI]:
+    app = app_for(agent)
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://localhost"
+    ) as http:
+        yield openai.AsyncOpenAI(
+            base_url="http://localhost/v1", api_key=KEY, http_client=http, max_retries=0
+        )
+
+
+def extends(engine: RecordingEngine, turn: int) -> None:
+    """Model request ``turn``'s prompt begins with request ``turn - 1``'s prompt and the
+    tokens generated for it (the stop token included)."""
+    before, after = engine.requests[turn - 2], engine.requests[turn - 1]
+    assert before.prompt_token_ids is not None
+    assert after.prompt_token_ids is not None
+    generated = engine.encode(SCRIPT[turn - 2]) + engine.encode("<|im_end|>")
+    history = [*before.prompt_token_ids, *generated]
+    assert after.prompt_token_ids[: len(history)] == history, f"request {turn} breaks the prefix"
+
+
+@pytest.fixture(autouse=True)
+def fresh_order() -> None:
+    ORDER.clear()
+
+
+# -- Responses -------------------------------------------------------------------------------
+
+
+async def test_responses_stream_runs_the_servers_tools_mid_stream_and_returns_the_clients() -> None:
+    agent = make()
+    engine = agent.engine
+    assert isinstance(engine, RecordingEngine)
+    async with client(agent) as sdk:
+        events = []
+        async with sdk.responses.stream(
+            model="hosted", input="Weather in Paris?", tools=[ASK]
+        ) as stream:
+            async for event in stream:
+                events.append(event)
+            first = await stream.get_final_response()
+
+        # The server's tools ran while the model was still generating its first turn.
+        assert ORDER.index("start:weather") < ORDER.index("end:1")
+        assert ORDER.index("start:clock") < ORDER.index("end:2")
+        kinds = [e.type for e in events]
+        weather_done = next(
+            i
+            for i, e in enumerate(events)
+            if e.type == "response.mcp_call.completed"
+            and first.output[e.output_index].name == "weather"  # type: ignore[union-attr]
+        )
+        clock_added = next(
+            i
+            for i, e in enumerate(events)
+            if e.type == "response.output_item.added" and getattr(e.item, "name", "") == "clock"
+        )
+        assert weather_done < clock_added  # weather's result streamed before clock's call
+        assert "response.mcp_call_arguments.delta" in kinds
+        assert "response.mcp_call.in_progress" in kinds
+
+        mcp = [item for item in first.output if isinstance(item, McpCall)]
+        assert [(m.name, json.loads(m.arguments), m.output, m.status) for m in mcp] == [
+            ("weather", {"city": "Paris"}, "21 degrees Celsius in Paris", "completed"),
+            ("clock", {}, "12:00", "completed"),
+        ]
+        assert {m.server_label for m in mcp} == {"agentkit"}
+        [ask] = [item for item in first.output if isinstance(item, ResponseFunctionToolCall)]
+        assert ask.name == "ask_user"
+        assert json.loads(ask.arguments) == {"question": "Celsius or Fahrenheit?"}
+        assert len(engine.requests) == 2  # the run ended at the client's call
+
+        final = await sdk.responses.create(
+            model="hosted",
+            previous_response_id=first.id,
+            input=[{"type": "function_call_output", "call_id": ask.call_id, "output": "Celsius"}],
+            tools=[ASK],
+        )
+    assert final.output_text == "It is 21 degrees Celsius in Paris at 12:00."
+    extends(engine, 2)
+    extends(engine, 3)
+    assert "Celsius" in engine.requests[2].prompt
+
+
+async def test_responses_stateless_clients_send_the_mcp_items_back() -> None:
+    agent = make()
+    engine = agent.engine
+    assert isinstance(engine, RecordingEngine)
+    async with client(agent) as sdk:
+        first = await sdk.responses.create(
+            model="hosted", input="Weather in Paris?", tools=[ASK], store=False
+        )
+        [ask] = [item for item in first.output if isinstance(item, ResponseFunctionToolCall)]
+        conversation: list[Any] = [
+            {"role": "user", "content": "Weather in Paris?"},
+            *(item.model_dump(exclude_none=True) for item in first.output),
+            {"type": "function_call_output", "call_id": ask.call_id, "output": "Celsius"},
+        ]
+        final = await sdk.responses.create(
+            model="hosted", input=conversation, tools=[ASK], store=False
+        )
+    assert final.output_text == "It is 21 degrees Celsius in Paris at 12:00."
+    extends(engine, 3)  # the server's turns and results restored exactly
+
+
+async def test_a_client_tool_named_like_an_agent_tool_is_a_400() -> None:
+    clash = {**ASK, "name": "weather"}
+    async with client(make()) as sdk:
+        with pytest.raises(openai.BadRequestError, match="weather"):
+            await sdk.responses.create(model="hosted", input="hi", tools=[clash])
+        with pytest.raises(openai.BadRequestError, match="weather"):
+            await sdk.chat.completions.create(
+                model="hosted",
+                messages=[{"role": "user", "content": "hi"}],
+                tools=[{"type": "function", "function": {"name": "weather"}}],
+            )
+        with pytest.raises(openai.BadRequestError, match="tool_choice"):
+            await sdk.responses.create(
+                model="hosted",
+                input="hi",
+                tool_choice={"type": "function", "name": "nowhere"},
+            )
+
+
+@agentkit.tool
+async def broken(city: str) -> str:
+    """A tool that fails."""
+    raise RuntimeError(f"no data for {city}")
+
+
+async def test_a_failing_server_tool_is_a_failed_mcp_call_the_model_recovers_from() -> None:
+    from _hosted_app import hermes
+
+    outputs = [hermes("broken", city="Oslo"), "Sorry, no data for Oslo."] * 2
+    async with client(make(outputs, broken)) as sdk:
+        response = await sdk.responses.create(model="hosted", input="Oslo?", tools=[ASK])
+        chat = await sdk.chat.completions.create(
+            model="hosted", messages=[{"role": "user", "content": "Oslo?"}]
+        )
+    [failed] = [item for item in response.output if isinstance(item, McpCall)]
+    assert failed.status == "failed"
+    assert failed.error is not None
+    assert "no data for Oslo" in (failed.output or "")
+    assert [i for i in response.output if isinstance(i, ResponseOutputMessage)]
+    assert response.output_text == "Sorry, no data for Oslo."
+    [shown] = (chat.choices[0].message.model_extra or {})["agentkit_server_tools"]
+    assert shown["is_error"]
+    assert "no data for Oslo" in shown["output"]
+    assert chat.choices[0].message.content == "Sorry, no data for Oslo."
+
+
+# -- Chat Completions ------------------------------------------------------------------------
+
+
+async def test_chat_stream_shows_server_tools_in_the_extension_and_continues_exactly() -> None:
+    agent = make()
+    engine = agent.engine
+    assert isinstance(engine, RecordingEngine)
+    async with client(agent) as sdk:
+        stream = await sdk.chat.completions.create(
+            model="hosted",
+            messages=[{"role": "user", "content": "Weather in Paris?"}],
+            tools=[CHAT_ASK],  # type: ignore[list-item]
+            stream=True,
+        )
+        server: list[dict[str, Any]] = []
+        content = ""
+        calls: dict[int, dict[str, str]] = {}
+        finish = None
+        async for chunk in stream:
+            if not chunk.choices:
+                continue
+            choice = chunk.choices[0]
+            delta = choice.delta
+            extra = delta.model_extra or {}
+            if "agentkit_server_tool" in extra:
+                server.append(extra["agentkit_server_tool"])
+            content += delta.content or ""
+            for call in delta.tool_calls or []:
+                entry = calls.setdefault(call.index, {"id": "", "name": "", "arguments": ""})
+                entry["id"] = call.id or entry["id"]
+                if call.function is not None:
+                    entry["name"] += call.function.name or ""
+                    entry["arguments"] += call.function.arguments or ""
+            finish = choice.finish_reason or finish
+        assert ORDER.index("start:weather") < ORDER.index("end:1")
+        assert [(s["type"], s["name"]) for s in server] == [
+            ("call", "weather"),
+            ("result", "weather"),
+            ("call", "clock"),
+            ("result", "clock"),
+        ]
+        assert server[1]["output"] == "21 degrees Celsius in Paris"
+        assert finish == "tool_calls"
+        [ask] = calls.values()
+        assert ask["name"] == "ask_user"
+
+        final = await sdk.chat.completions.create(
+            model="hosted",
+            messages=[
+                {"role": "user", "content": "Weather in Paris?"},
+                {
+                    "role": "assistant",
+                    "content": content,
+                    "tool_calls": [
+                        {
+                            "id": ask["id"],
+                            "type": "function",
+                            "function": {"name": "ask_user", "arguments": ask["arguments"]},
+                        }
+                    ],
+                },
+                {"role": "tool", "tool_call_id": ask["id"], "content": "Celsius"},
+            ],
+            tools=[CHAT_ASK],  # type: ignore[list-item]
+        )
+    assert final.choices[0].message.content == "It is 21 degrees Celsius in Paris at 12:00."
+    assert (final.choices[0].message.model_extra or {})["agentkit_server_tools"] == []
+    extends(engine, 2)
+    extends(engine, 3)  # the hidden turns restored: the client never sent them
+
+
+async def test_chat_without_streaming_lists_the_server_tools_on_the_message() -> None:
+    async with client(make()) as sdk:
+        first = await sdk.chat.completions.create(
+            model="hosted",
+            messages=[{"role": "user", "content": "Weather in Paris?"}],
+            tools=[CHAT_ASK],  # type: ignore[list-item]
+        )
+    message = first.choices[0].message
+    shown = (message.model_extra or {})["agentkit_server_tools"]
+    assert [(s["name"], s["output"], s["is_error"]) for s in shown] == [
+        ("weather", "21 degrees Celsius in Paris", False),
+        ("clock", "12:00", False),
+    ]
+    assert [c.function.name for c in message.tool_calls or []] == ["ask_user"]  # type: ignore[union-attr]
+    assert first.choices[0].finish_reason == "tool_calls"
