@@ -6,7 +6,8 @@ of each model turn."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, Sequence
+import time
+from collections.abc import AsyncGenerator, Callable, Sequence
 
 import agentkit
 from agentkit.engine import GenerationChunk, GenerationRequest, TokenizedScriptedEngine
@@ -14,9 +15,12 @@ from agentkit.profiles import get_profile
 
 QWEN3 = get_profile("qwen3")
 
+KEY = "test-key"
+"""The API key the tests' servers require."""
+
 ORDER: list[str] = []
 """``start:<tool>`` when a tool starts, ``end:<n>`` when model request ``n`` (from 1) has
-yielded its last chunk."""
+yielded its last chunk, ``aborted:<n>`` when it was closed before."""
 
 
 def hermes(name: str, **arguments: object) -> str:
@@ -57,9 +61,16 @@ class RecordingEngine(TokenizedScriptedEngine):
         )
 
     async def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationChunk, None]:
-        async for chunk in super().generate(request):
-            yield chunk
-        ORDER.append(f"end:{len(self.requests)}")
+        n = len(self.requests) + 1
+        finished = False
+        try:
+            async for chunk in super().generate(request):
+                yield chunk
+            finished = True
+            ORDER.append(f"end:{n}")
+        finally:
+            if not finished:
+                ORDER.append(f"aborted:{n}")
 
 
 @agentkit.tool
@@ -89,3 +100,13 @@ def make(outputs: Sequence[str] = SCRIPT, *tools: agentkit.Tool) -> agentkit.Age
 def agent() -> agentkit.Agent[str]:
     """What ``--agent _hosted_app:agent`` serves: a zero-argument callable."""
     return make()
+
+
+def eventually(condition: Callable[[], bool]) -> bool:
+    """Whether ``condition`` holds within a generous deadline (it should at once)."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.02)
+    return condition()

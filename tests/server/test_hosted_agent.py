@@ -11,10 +11,12 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 import httpx
 import openai
 import pytest
-from _hosted_app import ASK, ORDER, SCRIPT, RecordingEngine, make
+from _harness import running
+from _hosted_app import ASK, KEY, ORDER, SCRIPT, RecordingEngine, eventually, make
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage
 from openai.types.responses.response_output_item import McpCall
 
@@ -25,7 +27,6 @@ from agentkit.server._runtime import ServerRuntime
 
 pytestmark = pytest.mark.anyio
 
-KEY = "test-key"
 CHAT_ASK = {
     "type": "function",
     "function": {k: v for k, v in ASK.items() if k != "type"},
@@ -276,3 +277,51 @@ async def test_chat_without_streaming_lists_the_server_tools_on_the_message() ->
     ]
     assert [c.function.name for c in message.tool_calls or []] == ["ask_user"]  # type: ignore[union-attr]
     assert first.choices[0].finish_reason == "tool_calls"
+
+
+# -- a client that leaves --------------------------------------------------------------------
+
+
+@agentkit.tool
+async def slow() -> str:
+    """A tool that takes as long as it is allowed to."""
+    ORDER.append("start:slow")
+    try:
+        await anyio.sleep(3600)
+    except anyio.get_cancelled_exc_class():
+        ORDER.append("cancelled:slow")
+        raise
+    return "done"
+
+
+def test_a_client_that_leaves_mid_run_aborts_the_model_and_cancels_the_servers_tools() -> None:
+    from _hosted_app import hermes
+
+    long_answer = "and so on " * 2000  # minutes of tokens at the engine's delay
+    agent = make([hermes("slow") + long_answer, "Next."], slow)
+    app = app_for(agent, max_concurrency=1)
+    headers = {"authorization": f"Bearer {KEY}"}
+    request = {"model": "hosted", "input": "go", "stream": True}
+    with running(app) as url:
+        with (
+            httpx.Client(base_url=url, headers=headers, timeout=10) as http,
+            http.stream("POST", "/v1/responses", json=request) as response,
+        ):
+            assert response.status_code == 200
+            for line in response.iter_lines():
+                if "response.mcp_call.in_progress" in line:
+                    break  # the tool is dispatched, the model still generating: leave
+        assert eventually(lambda: "cancelled:slow" in ORDER), ORDER
+        assert "aborted:1" in ORDER  # the model's request was aborted too
+        assert eventually(lambda: stats(url)["in_flight"] == 0)
+        with httpx.Client(base_url=url, headers=headers, timeout=10) as http:
+            following = http.post("/v1/responses", json={"model": "hosted", "input": "again"})
+        assert following.status_code == 200, following.text  # the slot is free
+        assert following.json()["output"][-1]["content"][0]["text"] == "Next."
+
+
+def stats(url: str) -> dict[str, int]:
+    response = httpx.get(url + "/v1/stats", headers={"authorization": f"Bearer {KEY}"})
+    assert response.status_code == 200, response.text
+    data: dict[str, int] = response.json()
+    return data
