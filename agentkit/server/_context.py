@@ -22,6 +22,7 @@ from agentkit.server._errors import ERROR_STATUS, ApiError
 from agentkit.server._intake import Limits, check_counts, parse_json, read_bytes
 from agentkit.server._metrics import ServerMetrics
 from agentkit.server._runtime import ServerRuntime
+from agentkit.server._shutdown import Shutdown
 from agentkit.server._stats import ServerStats
 from agentkit.side_queries import AgentHints
 
@@ -64,6 +65,10 @@ class ServerConfig(Limits):
     stream_queue_bytes: int = 64 * 1024
     """Streaming: how far generation may run ahead of a client's reading, in bytes of
     frames; beyond it, generation waits for the client."""
+    shutdown: Shutdown = field(default_factory=Shutdown, compare=False, repr=False)
+    """The drain of the server's turns when it shuts down (:mod:`._shutdown`): new turns
+    refused, those in flight given ``shutdown.timeout`` seconds, then aborted. State, not a
+    setting: one per server (``agentkit serve`` gives it ``--shutdown-timeout``)."""
 
 
 def agent_hints(body: object) -> AgentHints | None:
@@ -149,13 +154,15 @@ class ServerContext:
 
     def acquire(self) -> Callable[[], None]:
         """Count a request in flight; returns its (idempotent) release. ``rate_limit_error``
-        when ``max_concurrency`` requests are already in flight."""
+        when ``max_concurrency`` requests are already in flight, ``overloaded_error`` (503)
+        once the server is shutting down."""
         limit = self.config.max_concurrency
         if limit is not None and self.in_flight >= limit:
             raise ApiError(
                 "rate_limit_error",
                 f"{self.in_flight} requests are in flight (limit {limit}); retry later",
             )
+        ended = self.config.shutdown.admit()  # 503 once the server is shutting down
         self.in_flight += 1
         released = False
 
@@ -164,6 +171,7 @@ class ServerContext:
             if not released:
                 released = True
                 self.in_flight -= 1
+                ended()
 
         return release
 

@@ -9,8 +9,11 @@ accepted, so one :class:`TurnWatch` handles it for all of them:
 * **The client stops reading** (streaming): generation waits for it behind a bounded queue,
   and a client that reads nothing past the stall deadline is dropped and its request aborted
   (:class:`~agentkit.server._sse.EventStreamResponse`).
-* **The server shuts down**: a request it cancels is aborted the same way; a streaming client
-  still reading is told so with the wire format's ``overloaded_error``, which clients retry.
+* **The server shuts down** (:mod:`._shutdown`): a turn still in flight at the shutdown's
+  bound is aborted the same way; a streaming client is told so with the wire format's
+  ``overloaded_error`` frames, a client whose headers are not sent yet gets a 503 in its
+  API's shape (``overloaded_error``), and both retry. A request cancelled from outside
+  (uvicorn's backstop deadline) is aborted too; a stream still says farewell the same way.
 * **The turn fails after the 200**: the stream ends with the wire format's own error frames
   (given by the adapter as ``fail(kind, message)``), never as if it were complete.
 
@@ -24,13 +27,14 @@ token). Records name the turn by ``turn_id`` (the engine's request id, the respo
 
 from __future__ import annotations
 
+import contextlib
 import time
 import traceback
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
 
 import anyio
 from starlette.responses import Response
-from starlette.types import Receive
+from starlette.types import Message, Receive, Scope, Send
 
 from agentkit._logging import get_logger
 from agentkit.errors import (
@@ -43,6 +47,7 @@ from agentkit.errors import (
 from agentkit.events import ParseEvent
 from agentkit.server._context import ApiError, ServerContext
 from agentkit.server._runtime import ModelTurn, first_event
+from agentkit.server._shutdown import SHUTTING_DOWN
 from agentkit.server._sse import EventStreamResponse
 from agentkit.server._stats import AbortReason
 
@@ -50,7 +55,8 @@ __all__ = ["TurnWatch", "client_gone", "failure"]
 
 _log = get_logger("agentkit.server")
 
-_SHUTTING_DOWN = "the server is shutting down; retry the request"
+_END_WAIT = 1.0
+"""Seconds the end of a stream aborted by a shutdown may wait for the client."""
 
 
 def failure(error: Exception) -> tuple[str, str]:
@@ -75,6 +81,9 @@ class TurnWatch:
         context: the server's context (its settings and counters).
         turn: the turn being answered.
         release: releases the request's slot (idempotent); called when the turn is over.
+
+    The server's shutdown aborts the turn through :meth:`abort` if it is still in flight at
+    the shutdown's bound.
     """
 
     def __init__(
@@ -86,6 +95,37 @@ class TurnWatch:
         self._ended = False
         self._recorded = False
         self._started = time.monotonic()
+        self._aborted = False
+        """The server's shutdown aborted the turn."""
+        self._scope: anyio.CancelScope | None = None
+        """What :meth:`abort` cancels: the phase running now (generating without headers
+        sent, or streaming)."""
+        self._shutdown = context.config.shutdown
+        self._shutdown.track(self)
+
+    def abort(self) -> None:
+        """Abort the turn (the server is shutting down): the phase running now is cancelled,
+        which aborts the engine request, and answers as :meth:`complete` and :meth:`stream`
+        say; a phase that starts later is cancelled at once."""
+        self._aborted = True
+        if self._scope is not None:
+            self._scope.cancel()
+
+    @contextlib.contextmanager
+    def _abortable(self) -> Iterator[anyio.CancelScope]:
+        """A scope :meth:`abort` cancels (at once, if the turn is aborted already)."""
+        with anyio.CancelScope() as scope:
+            self._scope = scope
+            if self._aborted:
+                scope.cancel()
+            try:
+                yield scope
+            finally:
+                self._scope = None
+
+    def _over(self) -> None:
+        """The turn's last phase ended: the shutdown has nothing to abort."""
+        self._shutdown.forget(self)
 
     def _record(self) -> None:
         """Record the turn's tokens and time to first token in the metrics (once). A turn
@@ -134,7 +174,44 @@ class TurnWatch:
         """Run ``work`` (a non-streaming turn's generation) while watching the connection:
         ``False`` if the client left first (``work`` is then cancelled, which aborts the
         request). Exceptions from ``work`` propagate unchanged. ``final``: the turn is over
-        when ``work`` is (``False`` while waiting for a streamed turn's first event)."""
+        when ``work`` is (``False`` while waiting for a streamed turn's first event).
+
+        A shutdown that aborts the turn meanwhile cancels ``work`` too and raises
+        :class:`ApiError` ``overloaded_error`` with status 503: no header is sent yet, so
+        the client gets its API's error body."""
+        try:
+            present = await self._complete(receive, work, final=final)
+        except BaseException:
+            self._over()
+            raise
+        if final or not present:
+            self._over()
+        return present
+
+    async def _complete(
+        self, receive: Receive, work: Callable[[], Awaitable[None]], *, final: bool
+    ) -> bool:
+        left = False
+        error: BaseException | None = None
+        with self._abortable():
+            left, error = await self._watched(receive, work)
+        if error is not None:
+            self._record()
+            raise error
+        if self._aborted and not left:
+            self.ended_early("cancelled")  # counted already if work had started
+            raise ApiError("overloaded_error", SHUTTING_DOWN, status=503)
+        if left:
+            self.ended_early("disconnect")
+        elif final:
+            self._record()
+        return not left
+
+    async def _watched(
+        self, receive: Receive, work: Callable[[], Awaitable[None]]
+    ) -> tuple[bool, BaseException | None]:
+        """Run ``work`` while watching the connection: whether the client left, and the
+        exception ``work`` raised."""
         left = False
         error: BaseException | None = None
         try:
@@ -160,14 +237,7 @@ class TurnWatch:
         except anyio.get_cancelled_exc_class():
             self.ended_early("cancelled")
             raise
-        if error is not None:
-            self._record()
-            raise error
-        if left:
-            self.ended_early("disconnect")
-        elif final:
-            self._record()
-        return not left
+        return left, error
 
     async def first_event(
         self, receive: Receive, events: AsyncGenerator[ParseEvent, None]
@@ -193,9 +263,10 @@ class TurnWatch:
         *,
         fail: Callable[[str, str], bytes],
         ping: Callable[[], bytes],
-    ) -> EventStreamResponse:
+    ) -> _AbortableStream:
         """The streaming response writing ``frames`` (the adapter's, which read ``events``);
-        ``fail(kind, message)`` gives the frames that end the stream after a failure. When it
+        ``fail(kind, message)`` gives the frames that end the stream after a failure, and
+        those of ``overloaded_error`` end a stream the server aborts (shutting down). When it
         ends, however it ends, ``events`` is closed and the slot released."""
         config = self._context.config
         stats = self._context.stats
@@ -222,17 +293,55 @@ class TurnWatch:
                 self._record()
                 self._release()
 
-        return EventStreamResponse(
+        response = EventStreamResponse(
             frames,
             ping=ping,
             ping_interval=config.ping_interval,
             fail=failed,
-            farewell=lambda: fail("overloaded_error", _SHUTTING_DOWN),
+            farewell=lambda: fail("overloaded_error", SHUTTING_DOWN),
             on_abort=self.ended_early,
             cleanup=cleanup,
             queue_bytes=config.stream_queue_bytes,
             stall_timeout=config.stall_timeout,
         )
+        return _AbortableStream(response, self)
+
+
+class _AbortableStream:
+    """An :class:`EventStreamResponse` that the server's shutdown can abort (see
+    :meth:`TurnWatch.abort`); an ASGI app, as the response it wraps.
+
+    Aborted, the response writes its farewell (the ``overloaded_error`` frames) and closes
+    the engine stream; the HTTP body is then ended, so the client reads an error event and
+    a complete body rather than a broken connection. When no farewell was written (the
+    client left, or the cancellation came from outside) nothing more is sent.
+    """
+
+    __slots__ = ("_response", "_watch")
+
+    def __init__(self, response: EventStreamResponse, watch: TurnWatch) -> None:
+        self._response = response
+        self._watch = watch
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        watch = self._watch
+        said_farewell = False
+
+        async def sending(message: Message) -> None:
+            nonlocal said_farewell
+            if watch._aborted and message["type"] == "http.response.body":
+                said_farewell = True
+            await send(message)
+
+        try:
+            with watch._abortable() as cancel:
+                await self._response(scope, receive, sending)
+        finally:
+            watch._over()
+        if cancel.cancelled_caught and said_farewell:
+            end: Message = {"type": "http.response.body", "body": b"", "more_body": False}
+            with anyio.move_on_after(_END_WAIT), contextlib.suppress(OSError):
+                await send(end)
 
 
 def client_gone() -> Response:

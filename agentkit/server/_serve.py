@@ -1,4 +1,13 @@
-"""``agentkit serve``: build the engine, the runtime and the app, and run them on uvicorn."""
+"""``agentkit serve``: build the engine, the runtime and the app, and run them on uvicorn.
+
+**Shutdown** (SIGTERM, or Ctrl-C) is a drain with a bound (:mod:`._shutdown`): uvicorn stops
+accepting connections and asks each open one to close after its response; the first such
+request starts the app's drain, which refuses new turns (503), gives the turns in flight
+``--shutdown-timeout`` seconds to finish, then aborts the rest (engine request aborted, the
+client told in its API's shape). uvicorn's own graceful-shutdown deadline, a few seconds
+later, remains as a backstop for whatever else is open (a connection to a client that reads
+nothing, a long ``count_tokens``).
+"""
 
 from __future__ import annotations
 
@@ -24,6 +33,7 @@ from agentkit.server._openai_chat import chat_routes
 from agentkit.server._openai_responses import responses_routes_factory
 from agentkit.server._runtime import ServerRuntime
 from agentkit.server._sealing import default_key_path
+from agentkit.server._shutdown import Shutdown
 from agentkit.server._signing import ThinkingSigner
 from agentkit.server._turn_file import SQLiteTurnStore
 from agentkit.server._turns import TurnStore
@@ -36,6 +46,10 @@ __all__ = [
     "load_script",
     "uvicorn_config",
 ]
+
+_SHUTDOWN_BACKSTOP = 5
+"""Seconds uvicorn's graceful shutdown waits beyond ``--shutdown-timeout``: the drain's wind-
+down (see :class:`Shutdown`) and connections closing, before uvicorn cancels what is left."""
 
 
 def default_turn_store_path() -> Path:
@@ -87,8 +101,8 @@ class ServeOptions:
     keep_alive_timeout: int = 5
     """Seconds an idle kept-alive connection stays open (``--keep-alive-timeout``)."""
     shutdown_timeout: int = 10
-    """Seconds a shutdown waits for requests in flight before cancelling them
-    (``--shutdown-timeout``)."""
+    """Seconds a shutdown lets turns in flight finish before aborting them
+    (``--shutdown-timeout``; see :mod:`._shutdown`)."""
 
 
 def load_script(path: Path) -> list[ScriptItem]:
@@ -198,6 +212,7 @@ def build_app(options: ServeOptions) -> tuple[Starlette, Engine, Profile]:
         body_timeout=options.body_timeout,
         allowed_origins=options.allowed_origins,
         allowed_hosts=options.allowed_hosts,
+        shutdown=Shutdown(options.shutdown_timeout),
     )
 
     @asynccontextmanager
@@ -212,6 +227,7 @@ def build_app(options: ServeOptions) -> tuple[Starlette, Engine, Profile]:
                 await start()
             try:
                 yield
+                await config.shutdown.wait()  # the drain ends before the engine closes
             finally:
                 aclose = getattr(engine, "aclose", None)
                 if callable(aclose):
@@ -233,6 +249,7 @@ def build_app(options: ServeOptions) -> tuple[Starlette, Engine, Profile]:
             ),
         ],
     )
+    app.state.shutdown = config.shutdown  # uvicorn_config hooks the server's shutdown to it
     return app, engine, profile
 
 
@@ -240,20 +257,38 @@ def uvicorn_config(
     app: Starlette, options: ServeOptions, *, host: str, port: int, log_level: str = "warning"
 ) -> Any:
     """The ``uvicorn.Config`` ``agentkit serve`` runs ``app`` with: h11 with a deadline on
-    each request's head (:mod:`._protocol`), the keep-alive and graceful-shutdown timeouts of
-    ``options``, and no WebSocket (an upgrade request reaches the app as plain HTTP, so
+    each request's head (:mod:`._protocol`), the keep-alive timeout of ``options``, the
+    shutdown's drain (when ``app`` comes from :func:`build_app`; see the module's docstring),
+    and no WebSocket (an upgrade request reaches the app as plain HTTP, so
     ``GET /v1/responses`` answers 426 and Codex falls back to HTTP)."""
     import uvicorn
 
     from agentkit.server._protocol import guarded_protocol
 
+    protocol = guarded_protocol(options.header_timeout)
+    shutdown = getattr(app.state, "shutdown", None)
+    if isinstance(shutdown, Shutdown):
+        protocol = _draining(protocol, shutdown)
     return uvicorn.Config(
         app,
         host=host,
         port=port,
         log_level=log_level,
         ws="none",
-        http=guarded_protocol(options.header_timeout),
+        http=protocol,
         timeout_keep_alive=options.keep_alive_timeout,
-        timeout_graceful_shutdown=options.shutdown_timeout,
+        timeout_graceful_shutdown=options.shutdown_timeout + _SHUTDOWN_BACKSTOP,
     )
+
+
+def _draining(protocol: type[Any], shutdown: Shutdown) -> type[Any]:
+    """``protocol`` (a uvicorn HTTP protocol class) starting ``shutdown``'s drain when the
+    server asks a connection to close, which uvicorn does for every open connection as it
+    begins to shut down, after it closed its listening sockets. With no connection open, no
+    request is in flight: there is nothing to drain."""
+
+    def close_after_response(self: Any) -> None:
+        shutdown.begin()
+        protocol.shutdown(self)
+
+    return type(f"Draining{protocol.__name__}", (protocol,), {"shutdown": close_after_response})

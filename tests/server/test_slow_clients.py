@@ -144,7 +144,9 @@ def test_serve_runs_uvicorn_with_the_deadlines() -> None:
     options = ServeOptions(header_timeout=3.0, keep_alive_timeout=7, shutdown_timeout=9)
     config = uvicorn_config(build(), options, host="127.0.0.1", port=1)
     assert config.timeout_keep_alive == 7
-    assert config.timeout_graceful_shutdown == 9
+    # The app drains its turns within 9 s (see test_shutdown.py); uvicorn's own deadline is
+    # the backstop a few seconds after.
+    assert 9 < config.timeout_graceful_shutdown <= 9 + 10
     assert config.http.header_timeout == 3.0
     assert config.ws == "none"
 
