@@ -16,15 +16,18 @@ finished. Not streaming, the message carries ``agentkit_server_tools``: ``[{"id"
 **Continuing.** The client sends back what it holds (the one message), not the server's turns
 behind it. Each answer's whole run (its assistant turns, exact, and the server's tool
 messages; when the run ended at a client call, that turn's server-side results) is kept in
-the server's turn file, keyed by the message as the client holds it (with and without its
-reasoning: clients that drop it find it too), as :class:`~agentkit.server._chat_request.
-ReplayIndex` keys turns by their projection. The message sent back is replaced by that run,
+the server's turn file, keyed by the conversation before it and the message as the client
+holds it (with and without its reasoning: clients that drop it find it too), as
+:class:`~agentkit.server._chat_request.ReplayIndex` keys turns by their projection; the
+conversation is in the key so that another conversation ending in the same words never gets
+this run's hidden turns. The message sent back is replaced by that run,
 the client's ``tool`` messages joined with the kept results in call order, so the next prompt
 extends the previous one token for token.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Sequence
@@ -86,27 +89,44 @@ _PREFIX = "hosted-chat:"
 """Kept runs share the stored-responses table; their keys never look like a response id."""
 
 
+def conversation_key(messages: Sequence[Message]) -> str:
+    """A digest of a conversation as the client holds it (each message's role and visible
+    content, compared as :func:`~agentkit.server._turns.visible_key` compares turns)."""
+    canonical = [[m.role, visible_key(m.content)] for m in messages]
+    return hashlib.sha256(json.dumps(canonical).encode()).hexdigest()
+
+
+def _key(conversation: str, blocks: Sequence[ContentBlock]) -> str:
+    return _PREFIX + hashlib.sha256(f"{conversation}:{visible_key(blocks)}".encode()).hexdigest()
+
+
 class _Runs:
-    """The kept runs, by the message the client holds (see the module docstring)."""
+    """The kept runs, by the conversation before them and the message the client holds
+    (see the module docstring). The conversation is part of the key so that the same answer
+    in another conversation (``"Done."``) never brings this run's hidden turns into it."""
 
     def __init__(self, store: ResponseStore) -> None:
         self._store = store
 
     def keep(
-        self, keys: Sequence[str], messages: Sequence[Message], pending: Sequence[ToolResultBlock]
+        self,
+        conversation: str,
+        answers: Sequence[Sequence[ContentBlock]],
+        messages: Sequence[Message],
+        pending: Sequence[ToolResultBlock],
     ) -> None:
         record = {
             "messages": encode_messages(messages),
             "pending": [r.model_dump(mode="json") for r in pending],
         }
-        for key in dict.fromkeys(keys):
+        for key in dict.fromkeys(_key(conversation, blocks) for blocks in answers if blocks):
             response = {"object": "agentkit.hosted_run"}
-            self._store.put(StoredResponse(_PREFIX + key, None, response, [record], None))
+            self._store.put(StoredResponse(key, None, response, [record], None))
 
     def find(
-        self, blocks: Sequence[ContentBlock]
+        self, conversation: str, blocks: Sequence[ContentBlock]
     ) -> tuple[list[Message], list[ToolResultBlock]] | None:
-        stored = self._store.get(_PREFIX + visible_key(blocks))
+        stored = self._store.get(_key(conversation, blocks))
         if stored is None or not stored.input:
             return None
         record = stored.input[0]
@@ -131,7 +151,7 @@ def restore_runs(transcript: Transcript, runs: _Runs, restored: Sequence[bool]) 
             continue
         was_restored = restored[n] if n < len(restored) else False
         n += 1
-        found = runs.find(message.content)
+        found = runs.find(conversation_key(messages[: i - 1]), message.content)
         if found is None:
             if not was_restored:
                 cache_break(api="chat", hosted=True, message=n - 1)
@@ -158,10 +178,12 @@ class _Answer(RunAnswer):
         stream: ChatStream,
         run_ref: list[HostedRun],
         runs: _Runs,
+        conversation: str,
         *,
         include_usage: bool,
     ) -> None:
         self.stream = stream
+        self._conversation = conversation
         self._run_ref = run_ref
         self._runs = runs
         self._include_usage = include_usage
@@ -242,8 +264,8 @@ class _Answer(RunAnswer):
         reasoning: list[ContentBlock] = (
             [ReasoningBlock(text=stream.reasoning)] if stream.reasoning else []
         )
-        keys = [visible_key([*reasoning, *text, *calls]), visible_key([*text, *calls])]
-        self._runs.keep(keys, messages, pending)
+        answers = [[*reasoning, *text, *calls], [*text, *calls]]
+        self._runs.keep(self._conversation, answers, messages, pending)
 
     def _usage(self, run: HostedRun) -> dict[str, Any]:
         usage = run.result.usage
@@ -288,7 +310,7 @@ def hosted_chat_routes(hosted: HostedAgent, context: ServerContext) -> list[Rout
     index = ReplayIndex(runtime.turns)
     runs = _Runs(response_store(runtime.turns))
 
-    def prepare(data: Any) -> tuple[ChatRequest, Transcript]:
+    def prepare(data: Any) -> tuple[ChatRequest, Transcript, str]:
         if not isinstance(data, dict):
             raise ApiError("invalid_request_error", "the request body must be a JSON object")
         try:
@@ -302,11 +324,14 @@ def hosted_chat_routes(hosted: HostedAgent, context: ServerContext) -> list[Rout
         # The request's tool_choice may name an agent tool: it is checked below, not here.
         plain = parsed.model_copy(update={"tool_choice": None})
         converted = convert_chat_request(plain, turns=runtime.turns, index=index)
-        transcript = restore_runs(converted.spec.transcript, runs, converted.restored)
-        return parsed, transcript
+        sent = converted.spec.transcript
+        transcript = restore_runs(sent, runs, converted.restored)
+        return parsed, transcript, conversation_key(sent.messages)
 
     async def completions(request: Request) -> Response:
-        parsed, transcript = await context.work(prepare, await context.read_json(request))
+        parsed, transcript, conversation = await context.work(
+            prepare, await context.read_json(request)
+        )
         client_tools = hosted.client_tools(parsed.tools or [])
         names = [*hosted.tool_names, *(t.name for t in client_tools)]
         choice = resolve_tool_choice(parsed.tool_choice, names)
@@ -331,7 +356,7 @@ def hosted_chat_routes(hosted: HostedAgent, context: ServerContext) -> list[Rout
             return run
 
         include_usage = bool((parsed.stream_options or {}).get("include_usage"))
-        answer = _Answer(stream, run_ref, runs, include_usage=include_usage)
+        answer = _Answer(stream, run_ref, runs, conversation, include_usage=include_usage)
         return await answer_run(context, request, start, answer, stream=bool(parsed.stream))
 
     return [

@@ -325,3 +325,33 @@ def stats(url: str) -> dict[str, int]:
     assert response.status_code == 200, response.text
     data: dict[str, int] = response.json()
     return data
+
+
+async def test_chat_restores_hidden_turns_only_in_their_own_conversation() -> None:
+    agent = make([*SCRIPT[:2], "Fine."])
+    engine = agent.engine
+    assert isinstance(engine, RecordingEngine)
+    async with client(agent) as sdk:
+        first = await sdk.chat.completions.create(
+            model="hosted",
+            messages=[{"role": "user", "content": "Weather in Paris?"}],
+            tools=[CHAT_ASK],  # type: ignore[list-item]
+        )
+        message = first.choices[0].message
+        [ask] = message.tool_calls or []
+        # Another conversation that ends with the same answer must not get this run's turns.
+        await sdk.chat.completions.create(
+            model="hosted",
+            messages=[
+                {"role": "user", "content": "Something else entirely"},
+                {
+                    "role": "assistant",
+                    "content": message.content,
+                    "tool_calls": [ask.model_dump()],
+                },
+                {"role": "tool", "tool_call_id": ask.id, "content": "Celsius"},
+            ],
+            tools=[CHAT_ASK],  # type: ignore[list-item]
+        )
+    assert "21 degrees Celsius in Paris" in engine.requests[1].prompt  # the first run's
+    assert "21 degrees Celsius in Paris" not in engine.requests[2].prompt
