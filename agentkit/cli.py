@@ -397,10 +397,29 @@ def _serve_command(args: argparse.Namespace) -> int:
             f"{pip_install('serve')}"
         ) from None
 
-    if args.engine == "scripted" and args.script is None:
+    if args.agent is not None:
+        given = [
+            flag
+            for flag, value in (
+                ("--model", args.model),
+                ("--engine", args.engine),
+                ("--script", args.script),
+                ("--remote", args.remote),
+                ("--profile", args.profile),
+            )
+            if value is not None
+        ]
+        if given:
+            raise ConfigurationError(
+                f"--agent serves the agent's own engine and profile: drop {', '.join(given)}"
+            )
+    args.engine = args.engine or "vllm"
+    if args.agent is None and args.engine == "scripted" and args.script is None:
         raise ConfigurationError("--engine scripted needs --script FILE (JSON Lines)")
-    if args.engine == "vllm" and args.model is None:
-        raise ConfigurationError("give --model M (or --engine scripted --script FILE)")
+    if args.agent is None and args.engine == "vllm" and args.model is None:
+        raise ConfigurationError(
+            "give --model M (or --engine scripted --script FILE, or --agent module:agent)"
+        )
     remote = None
     if args.remote:
         if args.engine == "scripted":
@@ -414,6 +433,7 @@ def _serve_command(args: argparse.Namespace) -> int:
     else:
         turn_store = None if args.turn_store == "memory" else Path(args.turn_store).expanduser()
     options = ServeOptions(
+        agent=args.agent,
         model=args.model if args.engine == "vllm" else None,
         script=Path(args.script) if args.engine == "scripted" else None,
         profile=args.profile,
@@ -433,7 +453,7 @@ def _serve_command(args: argparse.Namespace) -> int:
         turn_store=turn_store,
         engine_options=(
             _engine_options(args.max_model_len)
-            if args.engine == "vllm" and remote is None
+            if args.engine == "vllm" and remote is None and args.agent is None
             else None
         ),
         engine=remote,
@@ -446,7 +466,7 @@ def _serve_command(args: argparse.Namespace) -> int:
     )
     app, _, profile = build_app(options)
     print(
-        f"agentkit: serving {args.served_model_name or args.model or 'the script'} "
+        f"agentkit: serving {args.served_model_name or args.agent or args.model or 'the script'} "
         f"(profile {profile.name}) on http://{args.host}:{args.port}",
         file=sys.stderr,
         flush=True,
@@ -565,8 +585,17 @@ def _build_parser() -> argparse.ArgumentParser:
         "a native backend.",
     )
     serve.add_argument("--model", help="any vLLM-loadable model directory or repo id")
+    serve.add_argument(
+        "--agent",
+        metavar="MODULE:ATTR",
+        help="serve your agent instead of a bare model: an agentkit.Agent (or a function of no "
+        "arguments returning one) importable from the current directory, e.g. myapp.agents:agent; "
+        "its tools run on the server, the client's come back to it (Responses and Chat "
+        "Completions; see docs/hosting.md). --model, --engine, --script, --remote and "
+        "--profile do not apply: the agent's own engine and profile serve",
+    )
     _remote_arguments(serve)
-    serve.add_argument("--engine", choices=["vllm", "scripted"], default="vllm")
+    serve.add_argument("--engine", choices=["vllm", "scripted"], help="default vllm")
     serve.add_argument(
         "--script", help='with --engine scripted: JSON Lines, one {"output": "..."} per request'
     )

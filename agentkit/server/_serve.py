@@ -29,6 +29,7 @@ from agentkit.errors import ConfigurationError, EngineError, EngineOverloaded
 from agentkit.profiles import Profile, resolve_profile
 from agentkit.server._anthropic_response import new_tool_use_id
 from agentkit.server._app import ServerConfig, create_app
+from agentkit.server._hosted_routes import hosted_agent, hosted_routes
 from agentkit.server._openai_chat import chat_routes
 from agentkit.server._openai_responses import responses_routes_factory
 from agentkit.server._runtime import ServerRuntime
@@ -62,6 +63,10 @@ def default_turn_store_path() -> Path:
 class ServeOptions:
     """What ``agentkit serve`` was asked for."""
 
+    agent: str | None = None
+    """``package.module:attribute``: serve that agent (its engine, profile and tools; see
+    :mod:`._hosted`) instead of a bare model; ``model``, ``script``, ``engine`` and
+    ``profile`` must then be unset."""
     model: str | None = None
     script: Path | None = None
     profile: str | None = None
@@ -157,18 +162,39 @@ def check_bind(host: str, api_key: str | None) -> None:
 
 def build_app(options: ServeOptions) -> tuple[Starlette, Engine, Profile]:
     """The app, its engine and the served profile."""
-    name = options.served_model_name or options.model or "agentkit-scripted"
-    profile = resolve_profile(
-        options.model or name,
-        options.profile,
-        chat_template=options.chat_template,
-        reasoning=options.reasoning_parser,
-        tool_format=options.tool_parser,
+    hosted = (
+        None
+        if options.agent is None
+        else hosted_agent(
+            options.agent,
+            {
+                "model": options.model,
+                "script": options.script,
+                "engine": options.engine,
+                "profile": options.profile,
+                "chat_template": options.chat_template,
+                "reasoning_parser": options.reasoning_parser,
+                "tool_parser": options.tool_parser,
+            },
+        )
     )
+    name = options.served_model_name or options.model or options.agent or "agentkit-scripted"
+    if hosted is not None:
+        profile = hosted.profile
+    else:
+        profile = resolve_profile(
+            options.model or name,
+            options.profile,
+            chat_template=options.chat_template,
+            reasoning=options.reasoning_parser,
+            tool_format=options.tool_parser,
+        )
     if options.context_window is not None or options.script is not None:
         profile = dataclasses.replace(profile, context_window=options.context_window)
     engine: Engine
-    if options.engine is not None:
+    if hosted is not None:
+        engine = hosted.engine
+    elif options.engine is not None:
         engine = options.engine
     elif options.script is not None:
         if options.model is not None:
@@ -240,14 +266,18 @@ def build_app(options: ServeOptions) -> tuple[Starlette, Engine, Profile]:
         config,
         signer=signer,
         lifespan=lifespan,
-        adapters=[
-            chat_routes,
-            responses_routes_factory(
-                unverifiable_reasoning=(
-                    "ignore" if options.ignore_unverifiable_reasoning else "reject"
-                )
-            ),
-        ],
+        adapters=(
+            [hosted_routes(hosted)]
+            if hosted is not None
+            else [
+                chat_routes,
+                responses_routes_factory(
+                    unverifiable_reasoning=(
+                        "ignore" if options.ignore_unverifiable_reasoning else "reject"
+                    )
+                ),
+            ]
+        ),
     )
     app.state.shutdown = config.shutdown  # uvicorn_config hooks the server's shutdown to it
     return app, engine, profile
