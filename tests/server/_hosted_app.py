@@ -110,3 +110,12 @@ def eventually(condition: Callable[[], bool]) -> bool:
             return True
         time.sleep(0.02)
     return condition()
+
+
+CURRENT: list[agentkit.Agent[str]] = []
+"""The agent ``--agent _hosted_app:current`` serves: a test puts it here, so that one engine
+(and its script) outlives a server's restart."""
+
+
+def current() -> agentkit.Agent[str]:
+    return CURRENT[-1]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -16,7 +17,7 @@ import httpx
 import openai
 import pytest
 from _harness import running
-from _hosted_app import ASK, KEY, ORDER, SCRIPT, RecordingEngine, eventually, make
+from _hosted_app import ASK, CURRENT, KEY, ORDER, SCRIPT, RecordingEngine, eventually, make
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage
 from openai.types.responses.response_output_item import McpCall
 
@@ -24,6 +25,7 @@ import agentkit
 from agentkit.server._app import ServerConfig, create_app
 from agentkit.server._hosted_routes import hosted_routes
 from agentkit.server._runtime import ServerRuntime
+from agentkit.server._serve import ServeOptions, build_app
 
 pytestmark = pytest.mark.anyio
 
@@ -355,3 +357,79 @@ async def test_chat_restores_hidden_turns_only_in_their_own_conversation() -> No
         )
     assert "21 degrees Celsius in Paris" in engine.requests[1].prompt  # the first run's
     assert "21 degrees Celsius in Paris" not in engine.requests[2].prompt
+
+
+async def test_tool_choice_applies_to_the_runs_first_turn_and_may_name_either_side() -> None:
+    from _hosted_app import hermes
+
+    agent = make([hermes("weather", city="Paris"), "Done.", hermes("ask_user", question="?")])
+    engine = agent.engine
+    assert isinstance(engine, RecordingEngine)
+    async with client(agent) as sdk:
+        answered = await sdk.responses.create(
+            model="hosted",
+            input="Weather?",
+            tools=[ASK],
+            tool_choice={"type": "function", "name": "weather"},  # the agent's tool
+        )
+        asked = await sdk.chat.completions.create(
+            model="hosted",
+            messages=[{"role": "user", "content": "Ask me."}],
+            tools=[CHAT_ASK],  # type: ignore[list-item]
+            tool_choice={"type": "function", "function": {"name": "ask_user"}},  # the client's
+        )
+    assert answered.output_text == "Done."
+    first, second, third = engine.requests
+    assert "structured_outputs" in first.extra  # the first turn is held to the named tool
+    assert "structured_outputs" not in second.extra  # later turns are "auto"
+    assert "structured_outputs" in third.extra
+    assert [c.function.name for c in asked.choices[0].message.tool_calls or []] == ["ask_user"]  # type: ignore[union-attr]
+
+
+async def test_chat_continues_token_for_token_after_a_restart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENTKIT_SEALING_KEY", "s" * 32)
+    monkeypatch.setenv("AGENTKIT_CACHE_DIR", str(tmp_path / "cache"))
+    agent = make()
+    engine = agent.engine
+    assert isinstance(engine, RecordingEngine)
+    CURRENT.append(agent)
+    store = tmp_path / "turns.sqlite"
+    asked = [{"role": "user", "content": "Weather in Paris?"}]
+    async with serving(store) as sdk:
+        first = await sdk.chat.completions.create(
+            model="hosted",
+            messages=asked,  # type: ignore[arg-type]
+            tools=[CHAT_ASK],  # type: ignore[list-item]
+        )
+    message = first.choices[0].message
+    [ask] = message.tool_calls or []
+    async with serving(store) as sdk:  # a new process over the same turn file
+        final = await sdk.chat.completions.create(
+            model="hosted",
+            messages=[  # type: ignore[list-item]
+                *asked,
+                {"role": "assistant", "content": message.content, "tool_calls": [ask.model_dump()]},
+                {"role": "tool", "tool_call_id": ask.id, "content": "Celsius"},
+            ],
+            tools=[CHAT_ASK],  # type: ignore[list-item]
+        )
+    assert final.choices[0].message.content == "It is 21 degrees Celsius in Paris at 12:00."
+    extends(engine, 3)
+
+
+@asynccontextmanager
+async def serving(store: Path) -> AsyncIterator[openai.AsyncOpenAI]:
+    """One ``agentkit serve --agent _hosted_app:current`` process, its lifespan entered (the
+    turn file opened, then closed)."""
+    app, _, _ = build_app(ServeOptions(agent="_hosted_app:current", turn_store=store, api_key=KEY))
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://localhost"
+        ) as http,
+    ):
+        yield openai.AsyncOpenAI(
+            base_url="http://localhost/v1", api_key=KEY, http_client=http, max_retries=0
+        )
