@@ -39,7 +39,7 @@ from agentkit.agent import Agent, AgentStream
 from agentkit.approvals import ClientTool
 from agentkit.engine import Usage
 from agentkit.errors import ConfigurationError
-from agentkit.events import AgentEvent, RunComplete, ToolCallComplete, TurnComplete
+from agentkit.events import AgentEvent, RunComplete, TurnComplete
 from agentkit.server._context import ApiError, ServerContext
 from agentkit.server._lifecycle import TurnWatch, client_gone
 from agentkit.side_queries import AgentHints
@@ -154,17 +154,21 @@ class HostedRun:
     run, aborting the engine request and cancelling running tools, when it is closed) and
     what the run produced."""
 
-    def __init__(self, hosted: HostedAgent, stream: AgentStream[Any], run_id: str) -> None:
+    def __init__(
+        self,
+        hosted: HostedAgent,
+        stream: AgentStream[Any],
+        run_id: str,
+        client_tools: Sequence[ClientTool],
+    ) -> None:
         self.hosted = hosted
         self.stream = stream
         self.run_id = run_id
         self.record = _Record(_Named(run_id))
-        self.turns = 0
         self.last_finish_reason: str | None = None
-        self.output_tokens = 0
-        self.server_calls: dict[str, ToolCallComplete] = {}
-        """The agent's own calls of this run, by id (what the client is shown as done)."""
-        self.client_names = frozenset(hosted.client_names(stream))
+        """The finish reason of the run's last model turn."""
+        self._output_tokens = 0
+        self._client_names = frozenset(t.name for t in client_tools)
         self.first_message = len(stream.transcript.messages)
         """Where the run's own messages begin in its transcript."""
 
@@ -174,7 +178,7 @@ class HostedRun:
 
     def is_client_call(self, name: str) -> bool:
         """Whether a call of ``name`` goes back to the client (one of its tools)."""
-        return name in self.client_names
+        return name in self._client_names
 
     def for_model(self, result: ToolResultBlock) -> ToolResultBlock:
         """A result as the model reads it (the agent's truncation applied): what the client
@@ -195,21 +199,16 @@ class HostedRun:
 
     def _note(self, event: AgentEvent) -> None:
         record = self.record
-        if isinstance(event, ToolCallComplete) and not (
-            self.is_client_call(event.name) and event.error is None
-        ):
-            self.server_calls[event.id] = event
-        elif isinstance(event, TurnComplete):
-            self.turns += 1
+        if isinstance(event, TurnComplete):
             self.last_finish_reason = event.finish_reason
             usage = event.usage
             record.prompt_tokens = usage.prompt_tokens  # the last turn's: the whole context
             record.cached_prompt_tokens = usage.cached_prompt_tokens
-            self.output_tokens += usage.output_tokens
+            self._output_tokens += usage.output_tokens
             record.usage = Usage(
                 prompt_tokens=usage.prompt_tokens,
                 cached_prompt_tokens=usage.cached_prompt_tokens,
-                output_tokens=self.output_tokens,
+                output_tokens=self._output_tokens,
                 time_to_first_token_s=record.usage.time_to_first_token_s
                 or usage.time_to_first_token_s,
             )
@@ -270,9 +269,6 @@ class HostedAgent:
                 )
         return clients
 
-    def client_names(self, stream: AgentStream[Any]) -> list[str]:
-        return list(stream._client_tools)
-
     def transcript(self, transcript: Transcript) -> Transcript:
         """The conversation a request sent, under the agent's own system prompt: the client's
         system text (instructions, system messages) follows the agent's, in one message."""
@@ -308,7 +304,7 @@ class HostedAgent:
             )
         except ConfigurationError as error:
             raise ApiError("invalid_request_error", str(error)) from error
-        return HostedRun(self, stream, run_id)
+        return HostedRun(self, stream, run_id, client_tools)
 
 
 class RunAnswer:
