@@ -54,6 +54,7 @@ from agentkit.events import (
     TurnComplete,
 )
 from agentkit.server._context import ApiError, ServerContext, agent_hints
+from agentkit.server._errors import openai_error
 from agentkit.server._exchange import endpoint
 from agentkit.server._hosted import (
     SERVER_LABEL,
@@ -323,8 +324,8 @@ def hosted_responses_routes(hosted: HostedAgent, context: ServerContext) -> list
 
 
 def _error(error: ApiError) -> Response:
-    kind = "server_error" if error.kind in ("api_error", "overloaded_error") else error.kind
-    body = {"error": {"message": error.message, "type": kind, "param": error.param, "code": None}}
+    """The Responses API's error response (OpenAI's shape)."""
+    body = openai_error(error.kind, error.message, error.param, error.code)
     return JSONResponse(body, status_code=error.status)
 
 

@@ -206,13 +206,16 @@ async def test_chat_stream_shows_server_tools_in_the_extension_and_continues_exa
             messages=[{"role": "user", "content": "Weather in Paris?"}],
             tools=[CHAT_ASK],  # type: ignore[list-item]
             stream=True,
+            stream_options={"include_usage": True},
         )
         server: list[dict[str, Any]] = []
         content = ""
         calls: dict[int, dict[str, str]] = {}
         finish = None
+        usage = None
         async for chunk in stream:
             if not chunk.choices:
+                usage = chunk.usage or usage
                 continue
             choice = chunk.choices[0]
             delta = choice.delta
@@ -236,6 +239,10 @@ async def test_chat_stream_shows_server_tools_in_the_extension_and_continues_exa
         ]
         assert server[1]["output"] == "21 degrees Celsius in Paris"
         assert finish == "tool_calls"
+        assert usage is not None  # the run's two model turns, added up
+        assert usage.completion_tokens == sum(
+            len(engine.encode(output)) + 1 for output in SCRIPT[:2]
+        )
         [ask] = calls.values()
         assert ask["name"] == "ask_user"
 
