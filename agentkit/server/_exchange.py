@@ -14,6 +14,10 @@ format, nothing else. The skeleton holds what must not differ between them:
   request aborts the engine request and frees the slot, a failure after the 200 ends the
   stream with the API's error frames;
 * cache-break reporting (:func:`cache_break`).
+
+The same skeleton answers a hosted agent's run of many model turns (``agentkit serve
+--agent``, :mod:`._hosted`): :func:`answer_started` is :func:`answer_turn` once the work has
+started, for any :class:`Answer` over any subject and events.
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ from __future__ import annotations
 import functools
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -38,7 +43,17 @@ from agentkit.server._context import ApiError, ServerContext
 from agentkit.server._lifecycle import TurnWatch, client_gone
 from agentkit.server._runtime import ModelTurn, TurnSpec
 
-__all__ = ["ErrorShape", "TurnAnswer", "answer_turn", "api_error", "cache_break", "endpoint"]
+__all__ = [
+    "Answer",
+    "ErrorShape",
+    "Started",
+    "TurnAnswer",
+    "answer_started",
+    "answer_turn",
+    "api_error",
+    "cache_break",
+    "endpoint",
+]
 
 _log = get_logger("agentkit.server")
 
@@ -89,8 +104,14 @@ def cache_break(**detail: Any) -> None:
     _log.warning("cache break: an assistant turn is rendered canonically", **detail)
 
 
-class TurnAnswer:
-    """What one API writes for a model turn: stream frames, or the whole response.
+Subject = TypeVar("Subject")
+"""What an answer is about: a :class:`ModelTurn`, or a hosted agent's run."""
+Event = TypeVar("Event")
+
+
+class Answer(Generic[Subject, Event]):
+    """What one API writes for a model turn (:class:`TurnAnswer`) or a hosted agent's run:
+    stream frames, or the whole response.
 
     Streaming: :meth:`start`, :meth:`event` per parse event, :meth:`finish`; a failure after
     the 200 ends the stream with :meth:`fail`'s frames; :meth:`ping` keeps an idle stream
@@ -101,13 +122,13 @@ class TurnAnswer:
     """Whether the stream announces each complete tool call for dispatch (the watch then
     measures the dispatch latency)."""
 
-    def start(self, turn: ModelTurn) -> bytes:
+    def start(self, turn: Subject) -> bytes:
         raise NotImplementedError
 
-    def event(self, event: ParseEvent) -> bytes:
+    def event(self, event: Event) -> bytes:
         raise NotImplementedError
 
-    def finish(self, turn: ModelTurn) -> bytes:
+    def finish(self, turn: Subject) -> bytes:
         raise NotImplementedError
 
     def fail(self, kind: str, message: str) -> bytes:
@@ -116,16 +137,30 @@ class TurnAnswer:
     def ping(self) -> bytes:
         return b": ping\n\n"
 
-    def ends_turn(self, event: ParseEvent) -> bool:
+    def ends_turn(self, event: Event) -> bool:
         """Whether the answer ends after ``event`` (the generation is then aborted)."""
         return False
 
-    def collect(self, event: ParseEvent) -> None:
+    def collect(self, event: Event) -> None:
         """A non-streaming answer sees each event here."""
 
-    def complete(self, turn: ModelTurn) -> Response:
+    def complete(self, turn: Subject) -> Response:
         """The non-streaming response, once the turn is over."""
         raise NotImplementedError
+
+
+class TurnAnswer(Answer[ModelTurn, ParseEvent]):
+    """What one API writes for a model turn (see :class:`Answer`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Started(Generic[Subject]):
+    """Work that has started: what the answer is about, what :class:`TurnWatch` guards (the
+    turn, or a record with its fields), and its events (not yet read)."""
+
+    subject: Subject
+    watched: ModelTurn
+    events: AsyncGenerator[Any, None]
 
 
 async def answer_turn(
@@ -138,14 +173,33 @@ async def answer_turn(
     stream: bool,
 ) -> Response:
     """Run ``spec``'s model turn for ``request`` and answer it with ``answer``'s frames."""
-    release = context.acquire()
-    try:
+
+    async def start() -> Started[ModelTurn]:
         # Rendering (and tokenizing) the prompt is CPU work: a worker thread does it.
         turn = await context.work(
             functools.partial(context.runtime.start, spec, request_id=turn_id)
         )
-        watch = TurnWatch(context, turn, release)
-        events = turn.events()
+        return Started(turn, turn, turn.events())
+
+    return await answer_started(context, request, start, answer, stream=stream)
+
+
+async def answer_started(
+    context: ServerContext,
+    request: Request,
+    start: Callable[[], Awaitable[Started[Subject]]],
+    answer: Answer[Subject, Any],
+    *,
+    stream: bool,
+) -> Response:
+    """Answer ``request`` with the work ``start`` starts (once the request's slot is taken)
+    and ``answer``'s frames: the skeleton of :func:`answer_turn`."""
+    release = context.acquire()
+    try:
+        started = await start()
+        turn = started.subject
+        watch = TurnWatch(context, started.watched, release)
+        events = started.events
         if not stream:
             try:
                 return await _complete(turn, events, watch, request, answer)
@@ -159,7 +213,7 @@ async def answer_turn(
         release()
         raise
 
-    def frames(event: ParseEvent) -> bytes:
+    def frames(event: Any) -> bytes:
         if answer.dispatches and isinstance(event, ToolCallComplete):
             watch.dispatched()  # its dispatch announcement is in these frames
         return answer.event(event)
@@ -184,11 +238,11 @@ async def answer_turn(
 
 
 async def _complete(
-    turn: ModelTurn,
-    events: AsyncGenerator[ParseEvent, None],
+    turn: Subject,
+    events: AsyncGenerator[Any, None],
     watch: TurnWatch,
     request: Request,
-    answer: TurnAnswer,
+    answer: Answer[Subject, Any],
 ) -> Response:
     async def generate() -> None:
         async with aclosing(events):

@@ -27,7 +27,6 @@ import importlib
 import os
 import sys
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
-from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -41,7 +40,7 @@ from agentkit.engine import Usage
 from agentkit.errors import ConfigurationError
 from agentkit.events import AgentEvent, RunComplete, TurnComplete
 from agentkit.server._context import ApiError, ServerContext
-from agentkit.server._lifecycle import TurnWatch, client_gone
+from agentkit.server._exchange import Answer, Started, answer_started
 from agentkit.side_queries import AgentHints
 from agentkit.transcript import Message, TextBlock, ToolResultBlock, Transcript
 
@@ -307,31 +306,13 @@ class HostedAgent:
         return HostedRun(self, stream, run_id, client_tools)
 
 
-class RunAnswer:
+class RunAnswer(Answer["HostedRun", AgentEvent]):
     """What one API writes for a hosted run: stream frames, or the whole response (as
-    :class:`~agentkit.server._exchange.TurnAnswer` does for one model turn)."""
-
-    def start(self) -> bytes:
-        raise NotImplementedError
-
-    def event(self, event: AgentEvent) -> bytes:
-        raise NotImplementedError
-
-    def finish(self, run: HostedRun) -> bytes:
-        raise NotImplementedError
-
-    def fail(self, kind: str, message: str) -> bytes:
-        raise NotImplementedError
-
-    def ping(self) -> bytes:
-        return b": ping\n\n"
+    :class:`~agentkit.server._exchange.TurnAnswer` does for one model turn). A non-streaming
+    answer builds its state from the same :meth:`event` calls."""
 
     def collect(self, event: AgentEvent) -> None:
-        """A non-streaming answer sees each event here."""
         self.event(event)
-
-    def complete(self, run: HostedRun) -> Response:
-        raise NotImplementedError
 
 
 async def answer_run(
@@ -342,53 +323,17 @@ async def answer_run(
     *,
     stream: bool,
 ) -> Response:
-    """Run the agent for ``request`` and answer with ``answer``'s frames: the skeleton of
-    :func:`~agentkit.server._exchange.answer_turn` (slot, first event before the 200,
-    disconnects, failures after the 200, the server's shutdown) around a run of many turns.
+    """Run the agent for ``request`` and answer with ``answer``'s frames, through the request
+    skeleton (:func:`~agentkit.server._exchange.answer_started`: the slot, the first event
+    before the 200, disconnects, failures after the 200, the server's shutdown).
 
-    :class:`TurnWatch` guards the run as it guards one turn: it reads only the record's id,
-    last message and usage, which :class:`HostedRun` keeps for the whole run.
+    :class:`~agentkit.server._lifecycle.TurnWatch` guards the run as it guards one turn: it
+    reads only a turn's id, last message and usage, which :class:`HostedRun` keeps for the
+    whole run in its record (hence the cast).
     """
-    release = context.acquire()
-    try:
+
+    async def start() -> Started[HostedRun]:
         run = prepare()
-        watch = TurnWatch(context, cast("ModelTurn", run.record), release)
-        events = run.events()
-        if not stream:
-            try:
+        return Started(run, cast("ModelTurn", run.record), run.events())
 
-                async def generate() -> None:
-                    async with aclosing(events):
-                        async for event in events:
-                            answer.collect(event)
-
-                if not await watch.complete(request.receive, generate):
-                    return client_gone()
-                return answer.complete(run)
-            finally:
-                release()
-        present, first = await watch.first_event(
-            request.receive,
-            events,  # type: ignore[arg-type]  # agent events: TurnWatch only passes them on
-        )
-        if not present:
-            release()
-            return client_gone()
-    except BaseException:
-        release()
-        raise
-
-    async def body() -> AsyncGenerator[bytes, None]:
-        yield answer.start()
-        if first is not None:
-            yield answer.event(first)
-            async for event in events:
-                yield answer.event(event)
-        yield answer.finish(run)
-
-    return watch.stream(  # type: ignore[return-value]
-        body(),
-        events,  # type: ignore[arg-type]
-        fail=answer.fail,
-        ping=answer.ping,
-    )
+    return await answer_started(context, request, start, answer, stream=stream)

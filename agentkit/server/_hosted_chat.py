@@ -195,7 +195,7 @@ class _Answer(RunAnswer):
     def run(self) -> HostedRun:
         return self._run_ref[0]
 
-    def start(self) -> bytes:
+    def start(self, turn: HostedRun) -> bytes:
         return self.stream.start()
 
     def event(self, e: AgentEvent) -> bytes:

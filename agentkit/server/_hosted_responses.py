@@ -284,7 +284,7 @@ class _Answer(RunAnswer):
     def _for_model(self, e: ToolResultEvent) -> str:
         return self._run_ref[0].for_model(e.result).content
 
-    def start(self) -> bytes:
+    def start(self, turn: HostedRun) -> bytes:
         return self.stream.start()
 
     def event(self, event: AgentEvent) -> bytes:
