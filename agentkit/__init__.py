@@ -12,8 +12,10 @@ from agentkit.agent import AgentStream as AgentStream
 from agentkit.agent import RunResult as RunResult
 from agentkit.agent import RunUsage as RunUsage
 from agentkit.approvals import Approve as Approve
+from agentkit.approvals import ClientTool as ClientTool
 from agentkit.approvals import Deny as Deny
 from agentkit.approvals import RunState as RunState
+from agentkit.approvals import ToolOutput as ToolOutput
 from agentkit.budgets import UsageLimits as UsageLimits
 from agentkit.engine import FunctionEngine as FunctionEngine
 from agentkit.engine import RemoteEngine as RemoteEngine
@@ -50,6 +52,7 @@ __all__ = [
     "AgentStream",
     "AgentkitError",
     "Approve",
+    "ClientTool",
     "ConfigurationError",
     "Deny",
     "EngineError",
@@ -73,6 +76,7 @@ __all__ = [
     "ToolCallBlock",
     "ToolChoice",
     "ToolError",
+    "ToolOutput",
     "ToolResultBlock",
     "Transcript",
     "UsageLimitExceeded",
