@@ -146,6 +146,11 @@ class ChatStream:
     def ping(self) -> bytes:
         return b": ping\n\n"
 
+    def next_turn(self) -> None:
+        """Another model turn follows in the same message (a hosted agent's run): its block
+        indexes count from 0 again."""
+        self._blocks = {}
+
     def finish(self, finish_reason: str) -> bytes:
         return self._chunk({}, finish_reason)
 

@@ -201,7 +201,7 @@ class _Answer(RunAnswer):
     def event(self, e: AgentEvent) -> bytes:
         stream = self.stream
         if isinstance(e, TurnComplete):
-            stream._blocks = {}  # the next turn's blocks count from 0 again
+            stream.next_turn()
             self._server_blocks = set()
             return b""
         if isinstance(e, ReasoningDelta | ReasoningComplete | TextDelta | TextComplete):

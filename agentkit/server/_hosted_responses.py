@@ -166,7 +166,7 @@ class _RunStream(ResponseStream):
 
     def run_event(self, e: AgentEvent, for_model: Callable[[ToolResultEvent], str]) -> bytes:
         if isinstance(e, TurnComplete):
-            self._blocks = {}  # the next turn's blocks count from 0 again
+            self.next_turn()
             self._server_blocks = {}
             return b""
         if isinstance(e, ToolResultEvent):

@@ -96,6 +96,11 @@ class ResponseStream:
         self._sequence += 1
         return _sse(data)
 
+    def next_turn(self) -> None:
+        """Another model turn follows in the same response (a hosted agent's run): its
+        block indexes count from 0 again; its items follow the earlier ones."""
+        self._blocks = {}
+
     def start(self) -> bytes:
         return self._emit("response.created", response=self.response) + self._emit(
             "response.in_progress", response=self.response
