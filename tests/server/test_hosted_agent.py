@@ -440,3 +440,15 @@ async def serving(store: Path) -> AsyncIterator[openai.AsyncOpenAI]:
         yield openai.AsyncOpenAI(
             base_url="http://localhost/v1", api_key=KEY, http_client=http, max_retries=0
         )
+
+
+def test_an_agent_that_holds_calls_for_approval_needs_a_handler_to_be_hosted() -> None:
+    from agentkit.errors import ConfigurationError
+
+    @agentkit.tool(requires_approval=True)
+    async def delete(path: str) -> str:
+        """Delete a file."""
+        return path
+
+    with pytest.raises(ConfigurationError, match="approval_handler"):
+        app_for(make(SCRIPT, delete))
