@@ -452,3 +452,20 @@ def test_an_agent_that_holds_calls_for_approval_needs_a_handler_to_be_hosted() -
 
     with pytest.raises(ConfigurationError, match="approval_handler"):
         app_for(make(SCRIPT, delete))
+
+
+async def test_the_clients_system_text_follows_the_agents_own() -> None:
+    agent = make(["Hello.", "Hello."])
+    engine = agent.engine
+    assert isinstance(engine, RecordingEngine)
+    async with client(agent) as sdk:
+        await sdk.responses.create(model="hosted", input="Hi", instructions="Be brief.")
+        await sdk.chat.completions.create(
+            model="hosted",
+            messages=[
+                {"role": "system", "content": "Be brief."},
+                {"role": "user", "content": "Hi"},
+            ],
+        )
+    for request in engine.requests:
+        assert "You help with the weather.\n\nBe brief." in request.prompt
