@@ -15,7 +15,7 @@ import dataclasses
 import ipaddress
 import json
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -252,8 +252,11 @@ def build_app(options: ServeOptions) -> tuple[Starlette, Engine, Profile]:
             if callable(start):
                 await start()
             try:
-                yield
-                await config.shutdown.wait()  # the drain ends before the engine closes
+                # A hosted agent's toolsets (MCP servers) run as long as the server: each
+                # request's run then uses them as they are instead of starting its own.
+                async with hosted.registry.running() if hosted is not None else nullcontext():
+                    yield
+                    await config.shutdown.wait()  # the drain ends before the engine closes
             finally:
                 aclose = getattr(engine, "aclose", None)
                 if callable(aclose):

@@ -427,7 +427,7 @@ async def test_chat_continues_token_for_token_after_a_restart(
 
 
 @asynccontextmanager
-async def serving(store: Path) -> AsyncIterator[openai.AsyncOpenAI]:
+async def serving(store: Path | None) -> AsyncIterator[openai.AsyncOpenAI]:
     """One ``agentkit serve --agent _hosted_app:current`` process, its lifespan entered (the
     turn file opened, then closed)."""
     app, _, _ = build_app(ServeOptions(agent="_hosted_app:current", turn_store=store, api_key=KEY))
@@ -469,3 +469,56 @@ async def test_the_clients_system_text_follows_the_agents_own() -> None:
         )
     for request in engine.requests:
         assert "You help with the weather.\n\nBe brief." in request.prompt
+
+
+class Docs:
+    """A toolset (as an MCP server is) counting its starts and closes."""
+
+    def __init__(self) -> None:
+        self.started = 0
+        self.closed = 0
+        self._running = False
+
+    @property
+    def name(self) -> str:
+        return "docs"
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    async def start(self) -> None:
+        self.started += 1
+        self._running = True
+
+    async def close(self) -> None:
+        self.closed += 1
+        self._running = False
+
+    async def list_tools(self) -> list[agentkit.Tool]:
+        async def lookup(arguments: dict[str, Any]) -> str:
+            return "found it"
+
+        return [agentkit.Tool("lookup", "Look it up.", {"type": "object"}, lookup)]
+
+
+async def test_a_hosted_agents_toolsets_run_as_long_as_the_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from _hosted_app import hermes
+
+    monkeypatch.setenv("AGENTKIT_CACHE_DIR", str(tmp_path / "cache"))
+    docs = Docs()
+    agent = agentkit.Agent(
+        engine=RecordingEngine([hermes("lookup"), "Done."] * 2),
+        tools=[docs],
+        profile="qwen3",
+    )
+    CURRENT.append(agent)
+    async with serving(None) as sdk:
+        for _ in range(2):
+            response = await sdk.responses.create(model="hosted", input="Find it.")
+            [call] = [item for item in response.output if isinstance(item, McpCall)]
+            assert call.output == "found it"
+        assert (docs.started, docs.closed) == (1, 0)  # not once per request
+    assert (docs.started, docs.closed) == (1, 1)
