@@ -31,6 +31,7 @@ import contextlib
 import time
 import traceback
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
+from contextlib import aclosing
 
 import anyio
 from starlette.responses import Response
@@ -272,6 +273,8 @@ class TurnWatch:
         stats = self._context.stats
         turn_id = self._turn.request.request_id
 
+        stream = _AbortableStream(self, fail)
+
         def failed(error: Exception) -> bytes:
             stats.stream_failures += 1
             kind, message = failure(error)
@@ -284,7 +287,7 @@ class TurnWatch:
                     error=repr(error),
                     traceback="".join(traceback.format_exception(error)),
                 )
-            return fail(kind, message)
+            return stream.told(fail(kind, message))
 
         async def cleanup() -> None:
             try:
@@ -293,18 +296,18 @@ class TurnWatch:
                 self._record()
                 self._release()
 
-        response = EventStreamResponse(
-            frames,
+        stream.response = EventStreamResponse(
+            stream.whole(frames),
             ping=ping,
             ping_interval=config.ping_interval,
             fail=failed,
-            farewell=lambda: fail("overloaded_error", SHUTTING_DOWN),
+            farewell=stream.farewell,
             on_abort=self.ended_early,
             cleanup=cleanup,
             queue_bytes=config.stream_queue_bytes,
             stall_timeout=config.stall_timeout,
         )
-        return _AbortableStream(response, self)
+        return stream
 
 
 class _AbortableStream:
@@ -315,30 +318,62 @@ class _AbortableStream:
     the engine stream; the HTTP body is then ended, so the client reads an error event and
     a complete body rather than a broken connection. When no farewell was written (the
     client left, or the cancellation came from outside) nothing more is sent.
+
+    A body is never ended as if it were whole when it is not: should the response's writer
+    end it while the adapter's frames were cut short and no error frames were written (a
+    cancellation that reached the producer of frames before the writer), the farewell is
+    written first.
     """
 
-    __slots__ = ("_response", "_watch")
+    __slots__ = ("_fail", "_said", "_watch", "_whole", "response")
 
-    def __init__(self, response: EventStreamResponse, watch: TurnWatch) -> None:
-        self._response = response
+    def __init__(self, watch: TurnWatch, fail: Callable[[str, str], bytes]) -> None:
         self._watch = watch
+        self._fail = fail
+        self._whole = False
+        """The adapter's frames ran to their end."""
+        self._said = False
+        """Error frames were written: a failure's, or the farewell."""
+        self.response: EventStreamResponse | None = None
+
+    async def whole(self, frames: AsyncGenerator[bytes, None]) -> AsyncGenerator[bytes, None]:
+        """``frames``, noting whether they ran to their end."""
+        async with aclosing(frames):
+            async for frame in frames:
+                yield frame
+        self._whole = True
+
+    def told(self, frames: bytes) -> bytes:
+        """``frames`` (error frames) are being written."""
+        self._said = True
+        return frames
+
+    def farewell(self) -> bytes:
+        """The frames that end a stream the server stops: a retryable ``overloaded_error``."""
+        return self.told(self._fail("overloaded_error", SHUTTING_DOWN))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = self.response
+        assert response is not None, "TurnWatch.stream sets the response"
         watch = self._watch
-        said_farewell = False
 
         async def sending(message: Message) -> None:
-            nonlocal said_farewell
-            if watch._aborted and message["type"] == "http.response.body":
-                said_farewell = True
+            if (
+                message["type"] == "http.response.body"
+                and not message.get("more_body", False)
+                and not (self._whole or self._said)
+            ):
+                watch.ended_early("cancelled")
+                cut: Message = {"type": "http.response.body", "body": self.farewell()}
+                await send({**cut, "more_body": True})
             await send(message)
 
         try:
             with watch._abortable() as cancel:
-                await self._response(scope, receive, sending)
+                await response(scope, receive, sending)
         finally:
             watch._over()
-        if cancel.cancelled_caught and said_farewell:
+        if cancel.cancelled_caught and self._said:
             end: Message = {"type": "http.response.body", "body": b"", "more_body": False}
             with anyio.move_on_after(_END_WAIT), contextlib.suppress(OSError):
                 await send(end)
