@@ -120,6 +120,12 @@ async def test_responses_stream_runs_the_servers_tools_mid_stream_and_returns_th
             input=[{"type": "function_call_output", "call_id": ask.call_id, "output": "Celsius"}],
             tools=[ASK],
         )
+        stored = await sdk.responses.retrieve(first.id)
+        kept = [item.model_dump() for item in stored.output if isinstance(item, McpCall)]
+        assert kept == [item.model_dump() for item in mcp]  # as they were returned
+        await sdk.responses.delete(first.id)
+        with pytest.raises(openai.NotFoundError):
+            await sdk.responses.retrieve(first.id)
     assert final.output_text == "It is 21 degrees Celsius in Paris at 12:00."
     extends(engine, 2)
     extends(engine, 3)
