@@ -109,9 +109,12 @@ class Shutdown:
         self._turns.discard(turn)
 
     def begin(self) -> None:
-        """Start the drain in the running event loop (once; later calls do nothing)."""
-        if self._task is None and not self._closing:
-            self._task = asyncio.get_running_loop().create_task(self.drain())
+        """Start the drain in the running event loop (once; later calls do nothing). New
+        turns are refused from now on, before the drain's task first runs."""
+        if self._closing:
+            return
+        self._closing = True
+        self._task = asyncio.get_running_loop().create_task(self.drain())
 
     async def drain(self) -> int:
         """Refuse new turns, wait up to :attr:`timeout` seconds for those in flight, then

@@ -96,3 +96,18 @@ def test_a_drain_with_nothing_in_flight_ends_at_once_and_refuses_new_turns() -> 
     with pytest.raises(Exception, match="shutting down") as refused:
         shutdown.admit()
     assert getattr(refused.value, "status", None) == 503
+
+
+def test_begin_refuses_new_turns_at_once_and_drains_once() -> None:
+    async def main() -> None:
+        shutdown = Shutdown(3600)
+        end = shutdown.admit()
+        shutdown.begin()
+        shutdown.begin()  # uvicorn asks every open connection: one drain
+        with pytest.raises(Exception, match="shutting down"):
+            shutdown.admit()
+        end()  # the turn in flight ends: the drain is over without waiting for its bound
+        with anyio.fail_after(10):
+            await shutdown.wait()
+
+    anyio.run(main)
