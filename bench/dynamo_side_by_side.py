@@ -275,7 +275,7 @@ def agentkit_server(dynamo_url: str, model: Path) -> Iterator[str]:
     """The agentkit server app (as ``agentkit serve --remote`` builds it) on RemoteEngine's
     Dynamo flavor, in a thread."""
     import uvicorn
-    from _dynamo_session import free_port
+    from _dynamo_deploy import free_port
 
     from agentkit._hf_tokenizer import load_hf_tokenizer
     from agentkit.engine import RemoteEngine
@@ -314,7 +314,7 @@ def agentkit_server(dynamo_url: str, model: Path) -> Iterator[str]:
 
 
 def run(out: Path | None) -> dict[str, Any]:
-    from _dynamo_session import deployment
+    from _dynamo_deploy import deployment, script_workers
     from _tiny_model import build_tiny_model
 
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
@@ -323,21 +323,16 @@ def run(out: Path | None) -> dict[str, Any]:
         model = build_tiny_model(work / "model")
         script = work / "script.json"
         script.write_text(json.dumps(SCRIPT))
-        with deployment(
+        workers = script_workers(
             model,
-            work,
             script,
             work / "requests.jsonl",
-            frontend_args=["--enable-anthropic-api", "--enable-streaming-tool-dispatch"],
-            worker_args=[
-                "--delay",
-                str(TOKEN_DELAY),
-                "--tool-call-parser",
-                "hermes",
-                "--reasoning-parser",
-                "qwen3",
-            ],
-        ) as dynamo_url:
+            ("A", "B"),
+            *("--delay", str(TOKEN_DELAY)),
+            *("--tool-call-parser", "hermes", "--reasoning-parser", "qwen3"),
+        )
+        frontend_args = ["--enable-anthropic-api", "--enable-streaming-tool-dispatch"]
+        with deployment(work, workers, frontend_args=frontend_args) as dynamo_url:
             results = {"dynamo": measure(dynamo_url)}
             results["dynamo"]["worker_requests"] = worker_requests(work / "requests.jsonl")
             with agentkit_server(dynamo_url, model) as agentkit_url:

@@ -98,8 +98,8 @@ class RemoteEngine:
         base_url: the server's root (``http://host:8000``; a trailing ``/v1`` is accepted).
         base_urls: several replicas of the same model instead of one ``base_url``. Requests
             of one session (``request.extra["session_id"]``, else the agent's run id from
-            ``request.context``, else the request id up to its last ``-``) go to the same
-            replica while it is up.
+            ``request.context``, else an agent's request id ``run_<id>-<turn>`` without its
+            turn) go to the same replica while it is up.
         api_key: sent as ``Authorization: Bearer <api_key>``.
         model: the served model name (``--served-model-name``, or the model path).
         tokenizer: the model's tokenizer (anything with ``encode``/``decode``, e.g.

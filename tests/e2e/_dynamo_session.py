@@ -19,20 +19,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncGenerator, Iterator, Sequence
-from contextlib import aclosing, contextmanager
+from collections.abc import AsyncGenerator, Sequence
+from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
+from _dynamo_deploy import SERVED, deployment, logs_of, script_workers
 
 import agentkit
 from agentkit.engine import (
@@ -41,11 +38,6 @@ from agentkit.engine import (
     RemoteEngine,
     TokenizedScriptedEngine,
 )
-
-ROOT = Path(__file__).resolve().parents[2]
-DYNAMO_PYTHON = ROOT / ".dynamo" / "venv" / "bin" / "python"
-WORKER = Path(__file__).with_name("_dynamo_worker.py")
-SERVED = "tiny"
 
 SCRIPT = [
     '<think>first a</think>\n\n<tool_call>\n{"name": "lookup", "arguments": {"q": "a"}}\n'
@@ -115,115 +107,6 @@ async def session(engine: Any, prompt: str) -> dict[str, Any]:
     }
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@contextmanager
-def deployment(
-    model: Path,
-    work: Path,
-    script: Path,
-    log: Path,
-    *,
-    frontend_args: Sequence[str] = (),
-    worker_args: Sequence[str] = (),
-) -> Iterator[str]:
-    """Frontend + two workers; yields the frontend's URL once both workers serve the model.
-    ``frontend_args`` and ``worker_args`` add to their command lines."""
-    env = {
-        **os.environ,
-        "DYN_DISCOVERY_BACKEND": "file",
-        "DYN_FILE_KV": str(work / "discovery"),
-        "DYN_REQUEST_PLANE": "tcp",
-        "DYN_EVENT_PLANE": "zmq",
-        "DYN_TCP_RPC_HOST": "127.0.0.1",
-        "DYN_TCP_RESPONSE_STREAM_HOST": "127.0.0.1",
-        "DYN_EVENT_PLANE_HOST": "127.0.0.1",
-        "DYN_LOG": "warn",
-        "HF_HUB_OFFLINE": "1",
-    }
-    port = free_port()
-    commands = {
-        f"worker-{name}": [
-            str(DYNAMO_PYTHON),
-            str(WORKER),
-            "--model",
-            str(model),
-            "--served-model-name",
-            SERVED,
-            "--name",
-            name,
-            "--script",
-            str(script),
-            "--log",
-            str(log),
-            *worker_args,
-        ]
-        for name in ("A", "B")
-    }
-    commands["frontend"] = [
-        str(DYNAMO_PYTHON),
-        "-m",
-        "dynamo.frontend",
-        "--http-host",
-        "127.0.0.1",
-        "--http-port",
-        str(port),
-        "--router-mode",
-        "kv",
-        "--router-session-affinity-ttl-secs",
-        "600",
-        "--namespace",
-        "agentkit",
-        *frontend_args,
-    ]
-    processes: dict[str, subprocess.Popen[bytes]] = {}
-    logs = {name: (work / f"{name}.log").open("wb") for name in commands}
-    try:
-        for name, command in commands.items():
-            processes[name] = subprocess.Popen(
-                command, env=env, stdout=logs[name], stderr=subprocess.STDOUT
-            )
-        url = f"http://127.0.0.1:{port}"
-        wait_ready(url, work / "discovery", processes, work)
-        yield url
-    finally:
-        for process in processes.values():
-            if process.poll() is None:
-                process.send_signal(signal.SIGINT)
-        for process in processes.values():
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        for file in logs.values():
-            file.close()
-
-
-def wait_ready(
-    url: str, discovery: Path, processes: dict[str, subprocess.Popen[bytes]], work: Path
-) -> None:
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        for name, process in processes.items():
-            if process.poll() is not None:
-                tail = (work / f"{name}.log").read_text(errors="replace")[-3000:]
-                raise RuntimeError(f"{name} exited with {process.returncode}:\n{tail}")
-        instances = list((discovery / "v1" / "instances").glob("agentkit*generate*"))
-        try:
-            listed = httpx.get(f"{url}/v1/models", timeout=2).json().get("data", [])
-        except (httpx.HTTPError, ValueError):
-            listed = []
-        if len(instances) >= 2 and any(m.get("id") == SERVED for m in listed):
-            return
-        time.sleep(0.5)
-    raise RuntimeError(f"the deployment was not ready within 120 s (see {work})")
-
-
 def command_output(command: Sequence[str]) -> str:
     return subprocess.run(command, check=True, capture_output=True, text=True).stdout
 
@@ -266,7 +149,7 @@ def main() -> None:
         script.write_text(json.dumps(SCRIPT))
         started = time.perf_counter()
         try:
-            with deployment(args.model, work, script, log) as url:
+            with deployment(work, script_workers(args.model, script, log)) as url:
                 out["ready_s"] = round(time.perf_counter() - started, 2)
                 out["listeners_before"] = command_output(["ss", "-ltnH"])
                 began = time.perf_counter()
@@ -275,8 +158,7 @@ def main() -> None:
                 out["listeners_after"] = command_output(["ss", "-ltnH"])
                 out["interfaces"] = command_output(["ip", "-o", "addr"])
         except BaseException:
-            for file in sorted(work.glob("*.log")):
-                print(f"== {file.name}\n{file.read_text(errors='replace')[-4000:]}")
+            print(logs_of(work))
             raise
         out["worker_requests"] = [
             json.loads(line) for line in log.read_text().splitlines() if line.strip()
