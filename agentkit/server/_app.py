@@ -46,7 +46,7 @@ from agentkit.server._context import (
     agent_hints,
 )
 from agentkit.server._errors import error_response
-from agentkit.server._exchange import TurnAnswer, answer_turn, cache_break
+from agentkit.server._exchange import TurnAnswer, answer_turn, cache_breaks
 from agentkit.server._exchange import endpoint as api_endpoint
 from agentkit.server._guard import BoundaryGuard, allowed_methods
 from agentkit.server._ids import new_tool_use_id
@@ -102,9 +102,7 @@ def create_app(
             )
         except InvalidRequestError as error:
             raise ApiError("invalid_request_error", str(error)) from error
-        for note in converted.replayed:
-            if not note.restored:
-                cache_break(note=str(note))
+        cache_breaks([str(note) for note in converted.replayed if not note.restored])
         return converted
 
     def spec(

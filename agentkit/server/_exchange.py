@@ -13,7 +13,7 @@ format, nothing else. The skeleton holds what must not differ between them:
   HTTP error), a client that leaves before the body, mid-stream or during a non-streaming
   request aborts the engine request and frees the slot, a failure after the 200 ends the
   stream with the API's error frames;
-* cache-break reporting (:func:`cache_break`).
+* cache-break reporting (:func:`cache_breaks`).
 
 The same skeleton answers a hosted agent's run of many model turns (``agentkit serve
 --agent``, :mod:`._hosted`): :func:`answer_started` is :func:`answer_turn` once the work has
@@ -23,7 +23,7 @@ started, for any :class:`Answer` over any subject and events.
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -51,7 +51,7 @@ __all__ = [
     "answer_started",
     "answer_turn",
     "api_error",
-    "cache_break",
+    "cache_breaks",
     "endpoint",
 ]
 
@@ -98,10 +98,19 @@ def endpoint(
     return wrapped
 
 
-def cache_break(**detail: Any) -> None:
-    """An assistant turn a client sent back could not be matched to what the model generated:
-    it is rendered canonically and the prompt stops extending the previous one there."""
-    _log.warning("cache break: an assistant turn is rendered canonically", **detail)
+def cache_breaks(reasons: Sequence[str], **detail: Any) -> None:
+    """Assistant turns a client sent back that could not be matched to what the model
+    generated: each is rendered canonically, and the prompt stops extending the previous one
+    at the first. One WARNING per request, however many turns (a long conversation from
+    another server would otherwise log one record per turn), with how many and why the
+    first did not match."""
+    if reasons:
+        _log.warning(
+            "cache break: assistant turns are rendered canonically",
+            turns=len(reasons),
+            first=reasons[0],
+            **detail,
+        )
 
 
 Subject = TypeVar("Subject")

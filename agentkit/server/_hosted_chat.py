@@ -59,7 +59,7 @@ from agentkit.server._chat_stream import (
     usage_json,
 )
 from agentkit.server._context import ApiError, ServerContext, agent_hints
-from agentkit.server._exchange import cache_break, endpoint
+from agentkit.server._exchange import cache_breaks, endpoint
 from agentkit.server._hosted import (
     HostedAgent,
     HostedRun,
@@ -140,6 +140,7 @@ def restore_runs(transcript: Transcript, runs: _Runs, restored: Sequence[bool]) 
     that run; each unmatched message that the turn store did not restore either is a
     logged cache break."""
     out = Transcript()
+    breaks: list[str] = []
     messages = transcript.messages
     n = 0
     i = 0
@@ -154,7 +155,7 @@ def restore_runs(transcript: Transcript, runs: _Runs, restored: Sequence[bool]) 
         found = runs.find(conversation_key(messages[: i - 1]), message.content)
         if found is None:
             if not was_restored:
-                cache_break(api="chat", hosted=True, message=n - 1)
+                breaks.append(f"assistant message {n - 1}: no kept run or stored turn matches")
             out.append(message)
             continue
         run, pending = found
@@ -169,6 +170,7 @@ def restore_runs(transcript: Transcript, runs: _Runs, restored: Sequence[bool]) 
         order = {c.id: k for k, c in enumerate(last.tool_calls)} if last is not None else {}
         results = sorted([*pending, *answered], key=lambda r: order.get(r.call_id, len(order)))
         out.add("tool", list(results))
+    cache_breaks(breaks, hosted=True)
     return out
 
 

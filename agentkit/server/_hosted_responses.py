@@ -55,7 +55,7 @@ from agentkit.events import (
 )
 from agentkit.server._context import ApiError, ServerContext, agent_hints
 from agentkit.server._errors import openai_error
-from agentkit.server._exchange import endpoint
+from agentkit.server._exchange import cache_breaks, endpoint
 from agentkit.server._hosted import (
     SERVER_LABEL,
     HostedAgent,
@@ -389,7 +389,9 @@ class _Adapter:
             history = History(items=items, turns=history.turns)
             unfolded = parsed.model_copy(update={"input": []})
         converter = InputConverter(self.context.runtime, self.sealer, "reject", self._warn_once)
-        return parsed, tools, converter.convert(unfolded, history)
+        transcript = converter.convert(unfolded, history)
+        cache_breaks(converter.cache_breaks, hosted=True)
+        return parsed, tools, transcript
 
     def _history(self, previous: str | None) -> History | None:
         if previous is None:

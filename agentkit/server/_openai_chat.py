@@ -33,7 +33,7 @@ from agentkit.server._chat_stream import (
     usage_json,
 )
 from agentkit.server._context import ApiError, ServerContext
-from agentkit.server._exchange import TurnAnswer, answer_turn, cache_break, endpoint
+from agentkit.server._exchange import TurnAnswer, answer_turn, cache_breaks, endpoint
 from agentkit.server._runtime import ModelTurn
 
 __all__ = [
@@ -80,9 +80,13 @@ def chat_routes(context: ServerContext) -> list[Route]:
     async def handle(request: Request) -> Response:
         # Parsing, converting and (below) rendering run on a worker thread, off the loop.
         parsed, converted = await context.work(prepare, await context.read_json(request))
-        for n, restored in enumerate(converted.restored):
-            if not restored:
-                cache_break(run=n)
+        cache_breaks(
+            [
+                f"assistant message {n}: no stored turn matches"
+                for n, restored in enumerate(converted.restored)
+                if not restored
+            ]
+        )
         dispatch = config.streaming_tool_dispatch or request.headers.get(
             _DISPATCH_HEADER, ""
         ).lower() in ("1", "true", "yes")

@@ -51,7 +51,7 @@ from agentkit.errors import (
 from agentkit.events import ParseEvent, ToolCallComplete
 from agentkit.server._context import ApiError, ServerContext, agent_hints
 from agentkit.server._errors import openai_error
-from agentkit.server._exchange import TurnAnswer, answer_turn, endpoint
+from agentkit.server._exchange import TurnAnswer, answer_turn, cache_breaks, endpoint
 from agentkit.server._ids import new_call_id
 from agentkit.server._response_store import (
     History,
@@ -239,6 +239,7 @@ class _Adapter:
         choice = tool_choice(parsed.tool_choice, tools, self._warn_once)
         converter = InputConverter(self.runtime, self.sealer, self.unverifiable, self._warn_once)
         transcript = converter.convert(parsed, self._history(parsed.previous_response_id))
+        cache_breaks(converter.cache_breaks)
         reasoning = parsed.reasoning or {}
         response_id = new_id("resp_")
         spec = TurnSpec(

@@ -344,6 +344,9 @@ class InputConverter:
         self.unverifiable = unverifiable
         self.warn = warn
         self.transcript = Transcript()
+        self.cache_breaks: list[str] = []
+        """Why each assistant turn that could not be replayed exactly was not (the adapter
+        reports them: :func:`agentkit.server._exchange.cache_breaks`)."""
         self.run: _Run | None = None
         self.names: dict[str, str] = {}
         """Each call id's tool name, as the model knows it."""
@@ -511,7 +514,7 @@ class InputConverter:
             )
         else:
             why = "no sealed or stored turn matches: not generated here, edited, or evicted"
-        _log.warning("cache break: an assistant turn is rendered canonically", why=why)
+        self.cache_breaks.append(why)
 
 
 def input_items(req: ResponsesRequest) -> list[Any]:
