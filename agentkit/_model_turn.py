@@ -167,9 +167,6 @@ class ModelTurns:
         return ModelTurn(self.engine, request, parser, prompt, stop_sequences=tuple(options.stop))
 
 
-_NO_EVENTS: list[ParseEvent] = []
-
-
 class ModelTurn:
     """One model request through the profile's parser.
 
@@ -214,22 +211,29 @@ class ModelTurn:
         ``watch`` sees every chunk after its events are handed over; ``True`` ends the turn
         here and aborts the request.
         """
-        parser = self.parser
-        token_ids = self.token_ids
+        feed = self.parser.feed
+        record_ids = self.token_ids.extend
         async with aclosing(self._engine.generate(self.request)) as chunks:
             async for chunk in chunks:
-                if chunk.usage is not None:
-                    self._on_usage(chunk.usage)
-                token_ids.extend(chunk.token_ids)
-                if chunk.finish_reason is not None:
-                    self.finish_reason = chunk.finish_reason
-                    if chunk.stop_sequence is not None:
-                        self.matched_stop = chunk.stop_sequence
-                events = parser.feed(chunk.text) if chunk.text else _NO_EVENTS
-                if events:
-                    yield events
+                # Bookkeeping first: a consumer that stops at this chunk's events keeps its ids.
+                record_ids(chunk.token_ids)
+                if chunk.usage is not None or chunk.finish_reason is not None:
+                    self._on_end_of(chunk)
+                if chunk.text:
+                    events = feed(chunk.text)
+                    if events:
+                        yield events
                 if watch is not None and watch(chunk):
                     return
+
+    def _on_end_of(self, chunk: GenerationChunk) -> None:
+        """A chunk with usage (prefill done, or the end) or a finish reason (the end)."""
+        if chunk.usage is not None:
+            self._on_usage(chunk.usage)
+        if chunk.finish_reason is not None:
+            self.finish_reason = chunk.finish_reason
+            if chunk.stop_sequence is not None:
+                self.matched_stop = chunk.stop_sequence
 
     def _on_usage(self, usage: Usage) -> None:
         self.usage = usage
