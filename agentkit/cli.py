@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from agentkit._cli_inspect import (
     check_replay_command,
@@ -298,6 +298,7 @@ def _run_command(args: argparse.Namespace) -> int:
 
     if args.profile is not None and args.profile.lower() != NATIVE:
         get_profile(args.profile)  # fail on an unknown profile before any work
+    _check_remote_flavor(args)
     embedded = args.model is None and not args.remote
     if args.tool_choice is None:
         args.tool_choice = _embedded_tool_choice(args.prompt) if embedded else "auto"
@@ -322,7 +323,11 @@ def _run_command(args: argparse.Namespace) -> int:
         try:
             if args.remote:
                 engine = _remote_engine(
-                    args.remote, args.model, args.remote_api_key, args.tokenizer
+                    args.remote,
+                    args.model,
+                    args.remote_api_key,
+                    args.tokenizer,
+                    flavor=args.remote_flavor or "vllm",
                 )
             else:
                 engine = _create_engine(model, _engine_options(args.max_model_len))
@@ -363,9 +368,17 @@ def _log_dir() -> Path:
     return models_cache_dir().parent / "logs"
 
 
-def _remote_engine(urls: str, model: str, api_key: str | None, tokenizer: str | None) -> Engine:
+def _remote_engine(
+    urls: str,
+    model: str,
+    api_key: str | None,
+    tokenizer: str | None,
+    *,
+    flavor: Literal["vllm", "dynamo"] = "vllm",
+) -> Engine:
     """A RemoteEngine over comma-separated replica URLs; with a local tokenizer directory, the
-    prompts it sends are agentkit's exact token ids."""
+    prompts it sends are agentkit's exact token ids. ``flavor`` (``--remote-flavor``) names
+    the server's kind: a Dynamo frontend refuses vLLM's own body fields."""
     from agentkit._hf_tokenizer import load_hf_tokenizer
     from agentkit.engine import RemoteEngine
 
@@ -375,7 +388,14 @@ def _remote_engine(urls: str, model: str, api_key: str | None, tokenizer: str | 
         model=model,
         api_key=api_key or os.environ.get("AGENTKIT_REMOTE_API_KEY") or None,
         tokenizer=local,
+        flavor=flavor,
     )
+
+
+def _check_remote_flavor(args: argparse.Namespace) -> None:
+    """``--remote-flavor`` says what ``--remote`` is; alone it would be silently ignored."""
+    if args.remote_flavor is not None and not args.remote:
+        raise ConfigurationError("--remote-flavor needs --remote URL")
 
 
 def _serve_command(args: argparse.Namespace) -> int:
@@ -420,11 +440,18 @@ def _serve_command(args: argparse.Namespace) -> int:
         raise ConfigurationError(
             "give --model M (or --engine scripted --script FILE, or --agent module:agent)"
         )
+    _check_remote_flavor(args)
     remote = None
     if args.remote:
         if args.engine == "scripted":
             raise ConfigurationError("give --remote or --engine scripted, not both")
-        remote = _remote_engine(args.remote, args.model, args.remote_api_key, args.tokenizer)
+        remote = _remote_engine(
+            args.remote,
+            args.model,
+            args.remote_api_key,
+            args.tokenizer,
+            flavor=args.remote_flavor or "vllm",
+        )
     api_key = args.api_key or os.environ.get("AGENTKIT_API_KEY") or None
     check_bind(args.host, api_key)
     signing = os.environ.get("AGENTKIT_SIGNING_KEY")
@@ -498,6 +525,13 @@ def _remote_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--remote-api-key", help="the remote server's API key (default $AGENTKIT_REMOTE_API_KEY)"
+    )
+    parser.add_argument(
+        "--remote-flavor",
+        choices=("vllm", "dynamo"),
+        help="with --remote: the server's kind, 'vllm' (vLLM's or SGLang's server; the "
+        "default) or 'dynamo' (an NVIDIA Dynamo frontend: its body fields, agent hints and "
+        "session header; see docs/deployment.md)",
     )
     parser.add_argument(
         "--tokenizer",

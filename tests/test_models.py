@@ -255,7 +255,9 @@ def test_run_remote_drives_a_server_by_name(
 ) -> None:
     made: list[tuple[str, str, str | None, str | None]] = []
 
-    def fake(urls: str, model: str, api_key: str | None, tokenizer: str | None) -> Engine:
+    def fake(
+        urls: str, model: str, api_key: str | None, tokenizer: str | None, *, flavor: str
+    ) -> Engine:
         made.append((urls, model, api_key, tokenizer))
         return ScriptedEngine([CALL, "12 * 7 = 84."])
 
