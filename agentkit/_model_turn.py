@@ -20,6 +20,7 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentkit._hints import AgentHints
 from agentkit._prompt import Prompt, PromptBuilder
 from agentkit._tool_choice import ToolChoice, tool_choice_options
 from agentkit.engine import Engine, GenerationChunk, GenerationRequest, RequestContext, Usage
@@ -27,7 +28,6 @@ from agentkit.errors import ConfigurationError
 from agentkit.events import ParseEvent
 from agentkit.parsing import StreamParser
 from agentkit.profiles import Profile, ReplayPolicy
-from agentkit.side_queries import AgentHints, hint_options
 from agentkit.transcript import Message, Transcript
 
 __all__ = ["ModelTurn", "ModelTurns", "TurnOptions", "request_options"]
@@ -49,7 +49,7 @@ class TurnOptions:
     stop: Sequence[str] = ()
     """The caller's stop strings, after the profile's own."""
     hints: AgentHints | None = None
-    """``priority`` reaches the engine's scheduler (``hint_options``)."""
+    """Sent typed as ``GenerationRequest.hints``: each engine maps what it can."""
     extra: Mapping[str, Any] = field(default_factory=dict)
     """The caller's backend options (``GenerationRequest.extra``)."""
     answer: Mapping[str, Any] | None = None
@@ -64,21 +64,27 @@ def request_options(
     thinking: bool,
 ) -> dict[str, Any]:
     """The request's backend options, by one rule: the tool choice's constraint (and the
-    output type's), the hints', then the caller's; a key that two of them set is a
+    output type's), then the caller's; a key that two sources set is a
     :class:`~agentkit.errors.ConfigurationError` rather than one silently undoing the other.
+
+    The hints are not options: they travel typed (``GenerationRequest.hints``). They still
+    count as the source of what they set: a priority hint and the caller's ``priority``
+    option clash like any two sources.
     """
     merged = tool_choice_options(
         profile, options.tool_choice, schemas, thinking=thinking, answer=options.answer
     )
-    for source, more in (("agent_hints", hint_options(options.hints)), ("options", options.extra)):
-        clash = sorted(merged.keys() & more.keys())
-        if clash:
-            raise ConfigurationError(
-                f"the request's {source} set {', '.join(clash)}, which the turn's tool_choice, "
-                "output constraint or hints also set; use tool_choice='auto' (and "
-                "constrain_output=False) to pass your own"
-            )
-        merged.update(more)
+    claimed = set(merged)
+    if options.hints is not None and options.hints.priority:
+        claimed.add("priority")
+    clash = sorted(claimed & options.extra.keys())
+    if clash:
+        raise ConfigurationError(
+            f"the request's options set {', '.join(clash)}, which the turn's tool_choice, "
+            "output constraint or agent_hints also set; use tool_choice='auto' (and "
+            "constrain_output=False) to pass your own, or drop the hint"
+        )
+    merged.update(options.extra)
     return merged
 
 
@@ -156,6 +162,7 @@ class ModelTurns:
             stop=[*self.profile.stop, *options.stop] if options.stop else self.profile.stop,
             request_id=request_id,
             extra=request_options(self.profile, options, self.schemas, thinking=self.thinking),
+            hints=options.hints,
             context=context,
         )
         parser = self.profile.new_parser(

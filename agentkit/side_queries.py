@@ -37,7 +37,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, get_args
@@ -46,6 +46,7 @@ import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentkit._control_tokens import guard_for
+from agentkit._hints import AgentHints
 from agentkit._prompt import PromptBuilder
 from agentkit._sequences import common_prefix_len
 from agentkit.engine import Engine, GenerationRequest, Usage
@@ -67,7 +68,6 @@ __all__ = [
     "SideQueryResult",
     "TitleResult",
     "UrlsResult",
-    "hint_options",
     "parse_side_answer",
     "run_side_queries",
     "run_side_query",
@@ -78,37 +78,6 @@ SideQueryKind = Literal["action", "query", "authority", "domain", "title", "read
 SIDE_QUERY_KINDS: tuple[SideQueryKind, ...] = get_args(SideQueryKind)
 
 AUTHORITY_LEVELS = ("low", "medium", "high")
-
-# -- hints ------------------------------------------------------------------------------------
-
-
-class AgentHints(BaseModel):
-    """Per-request scheduling hints, settable per agent, per run and over HTTP (an
-    ``agent_hints`` object in the request body).
-
-    ``priority`` becomes ``GenerationRequest.extra["priority"]``: vLLM's priority scheduling
-    (lower runs earlier) when the engine was started with ``scheduling_policy="priority"``;
-    other engines and policies ignore it. ``latency_sensitive`` and ``expected_output_tokens``
-    are advisory: they are not sent to the engine (vLLM's sampling parameters have no place for
-    them) but are kept for routers, logs and side queries (which are latency sensitive by
-    nature).
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    priority: int = 0
-    latency_sensitive: bool = False
-    expected_output_tokens: int | None = Field(default=None, ge=1)
-
-
-def hint_options(hints: AgentHints | Mapping[str, Any] | None) -> dict[str, Any]:
-    """The ``GenerationRequest.extra`` options that carry ``hints`` to the engine."""
-    if hints is None:
-        return {}
-    if not isinstance(hints, AgentHints):
-        hints = AgentHints.model_validate(hints)
-    return {"priority": hints.priority} if hints.priority else {}
-
 
 # -- results and errors -----------------------------------------------------------------------
 
@@ -503,7 +472,7 @@ def parse_side_answer(kind: SideQueryKind, raw: str, *, url: str | None = None) 
 
 
 async def _ask(
-    engine: Engine, prompt: SideQueryPrompt, stop: Sequence[str], extra: Mapping[str, Any]
+    engine: Engine, prompt: SideQueryPrompt, stop: Sequence[str], hints: AgentHints | None
 ) -> tuple[str, Usage]:
     request = GenerationRequest(
         prompt=prompt.text,
@@ -512,7 +481,8 @@ async def _ask(
         temperature=0.0,
         stop=tuple(stop),
         request_id=f"side-{prompt.kind}-{uuid.uuid4().hex[:12]}",
-        extra={**prompt.extra, **extra},
+        extra=dict(prompt.extra),
+        hints=hints,
     )
     pieces: list[str] = []
     usage = Usage()
@@ -546,7 +516,6 @@ async def run_side_query(
     )
     if kind == "read_url" and not prompts:
         return UrlsResult(urls_to_read=[])
-    extra = hint_options(hints)
     answers: list[tuple[str, Usage] | None] = [None] * len(prompts)
 
     async def one(i: int, prompt: SideQueryPrompt) -> None:
@@ -555,7 +524,7 @@ async def run_side_query(
                 prompt.kind, prompt.text, prompt.token_ids, prompt.shared_prefix_tokens,
                 prompt.suffix, max_tokens, prompt.extra, prompt.url,
             )  # fmt: skip
-        answers[i] = await _ask(engine, prompt, profile.stop, extra)
+        answers[i] = await _ask(engine, prompt, profile.stop, hints)
 
     async with anyio.create_task_group() as group:
         for i, prompt in enumerate(prompts):

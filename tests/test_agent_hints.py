@@ -22,8 +22,10 @@ async def test_priority_hints_per_agent_and_per_run() -> None:
     await agent.run("a")
     await agent.run("b", hints=agentkit.AgentHints(priority=3, latency_sensitive=True))
     first, second = scripted.requests
-    assert first.extra == {"priority": -5}
-    assert second.extra == {"priority": 3}
+    # Typed on the request, not an engine option: each engine maps what it can.
+    assert (first.hints, first.extra) == (agentkit.AgentHints(priority=-5), {})
+    assert second.hints == agentkit.AgentHints(priority=3, latency_sensitive=True)
+    assert second.extra == {}
 
 
 async def test_side_queries_reuse_the_prompt_and_leave_the_transcript_alone() -> None:

@@ -124,7 +124,7 @@ def test_a_key_set_by_two_sources_is_an_error_whoever_asks() -> None:
         schemas,
         thinking=True,
     )
-    assert merged == {"priority": 1, "seed": 1}
+    assert merged == {"seed": 1}  # the hints travel typed, on GenerationRequest.hints
 
 
 def test_the_server_refuses_a_clash_the_agent_refuses() -> None:

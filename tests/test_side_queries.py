@@ -27,7 +27,6 @@ from agentkit.side_queries import (
     SideQueryError,
     TitleResult,
     UrlsResult,
-    hint_options,
     parse_side_answer,
     run_side_queries,
     run_side_query,
@@ -223,7 +222,8 @@ async def test_side_queries_run_concurrently_and_leave_the_transcript_alone() ->
     assert results["title"].title == "Python 3.13"
     assert isinstance(results["read_url"], UrlsResult)
     assert results["read_url"].urls_to_read == ["https://docs.python.org/3.13/"]
-    assert all(r.extra["priority"] == -5 for r in engine.requests)
+    assert all(r.hints == AgentHints(priority=-5) for r in engine.requests)
+    assert all("priority" not in r.extra for r in engine.requests)
     assert all(r.temperature == 0.0 and (r.max_tokens or 0) <= 96 for r in engine.requests)
     # Every side query's prompt shares the whole history with the first one asked.
     for result in results.values():
@@ -334,11 +334,7 @@ def test_unknown_kind_is_a_configuration_error() -> None:
 # -- hints --------------------------------------------------------------------------------------
 
 
-def test_hint_options_map_priority_only() -> None:
-    assert hint_options(None) == {}
-    assert hint_options(AgentHints()) == {}
-    assert hint_options(AgentHints(priority=3, latency_sensitive=True)) == {"priority": 3}
-    assert hint_options({"priority": -1, "expected_output_tokens": 20}) == {"priority": -1}
+def test_hints_are_validated() -> None:
     with pytest.raises(pydantic.ValidationError):
         AgentHints.model_validate({"priority": 1, "unknown": True})
     with pytest.raises(pydantic.ValidationError):

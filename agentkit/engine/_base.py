@@ -12,6 +12,8 @@ from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
+from agentkit._hints import AgentHints
+
 if TYPE_CHECKING:
     from agentkit.transcript import Message
 
@@ -66,6 +68,10 @@ class GenerationRequest:
     request_id: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     """Backend-specific options (e.g. structured-output constraints), passed through."""
+    hints: AgentHints | None = None
+    """The caller's scheduling hints; each engine maps what its backend takes (vLLM: the
+    priority; Dynamo: ``nvext.agent_hints``) and ignores the rest. A backend option in
+    ``extra`` (``priority``) wins over the hint."""
     context: RequestContext | None = field(default=None, compare=False, repr=False)
     """Who asked, for engines that look (test engines); not part of the request's identity."""
 

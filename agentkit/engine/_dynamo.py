@@ -49,10 +49,12 @@ _HINT_NAMES = frozenset({"priority", "latency_sensitive", "expected_output_token
 
 
 def hint_fields(value: object) -> dict[str, Any]:
-    """``request.extra["agent_hints"]`` (an ``AgentHints`` or a mapping of its fields) as a
-    plain dict; anything else is a configuration error."""
+    """``request.hints`` or the older ``request.extra["agent_hints"]`` (an ``AgentHints`` or
+    a mapping of its fields) as a plain dict of the fields it sets (an ``AgentHints``' unset
+    defaults left out, so that it overrides only what it says); anything else is a
+    configuration error."""
     dump = getattr(value, "model_dump", None)
-    fields = dump() if callable(dump) else value
+    fields = dump(exclude_unset=True) if callable(dump) else value
     if not isinstance(fields, Mapping):
         raise ConfigurationError(
             f"request.extra['agent_hints'] must be an AgentHints or a mapping, not {value!r}"

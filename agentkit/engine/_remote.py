@@ -118,10 +118,11 @@ class RemoteEngine:
             engine does not close it. By default the engine owns a pooled client.
         flavor: ``"vllm"`` (vLLM's or SGLang's server) or ``"dynamo"`` (an NVIDIA Dynamo
             frontend). With ``"dynamo"`` the body keeps to the fields Dynamo accepts, output
-            token ids come back through ``logprobs`` (``return_tokens_as_token_ids``), the
-            priority and ``request.extra["agent_hints"]`` go to ``nvext.agent_hints`` and every
-            request carries its session in the ``x-dynamo-session-id`` header, so that
-            Dynamo's router keeps the session on the worker holding its KV cache.
+            token ids come back through ``logprobs`` (``return_tokens_as_token_ids``),
+            ``request.hints`` (priority, expected output tokens) go to ``nvext.agent_hints``
+            and every request carries its session in the ``x-dynamo-session-id`` header, so
+            that Dynamo's router keeps the session on the worker holding its KV cache. With
+            ``"vllm"`` the hints' priority is the body's ``priority``.
         speculative_prefill: (Dynamo) ask the worker to prefill the predicted next prompt
             after each turn (``nvext.agent_hints.speculative_prefill``);
             ``request.extra["speculative_prefill"]`` overrides it per request.
@@ -364,7 +365,10 @@ class RemoteEngine:
     def _body(self, request: GenerationRequest) -> tuple[dict[str, Any], str | None]:
         extra = dict(request.extra)
         session = extra.pop("session_id", None)
-        hints = hint_fields(extra.pop("agent_hints", None) or {})
+        hints = hint_fields(request.hints) if request.hints is not None else {}
+        # Before GenerationRequest.hints, the hints beyond the priority came this way: kept,
+        # each field it sets overriding the typed hint's.
+        hints.update(hint_fields(extra.pop("agent_hints", None) or {}))
         speculative = bool(extra.pop("speculative_prefill", self.speculative_prefill))
         if "priority" not in extra and hints.get("priority"):
             extra["priority"] = hints["priority"]

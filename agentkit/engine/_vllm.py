@@ -64,8 +64,8 @@ def sampling_options(
     ``structured_outputs`` (a dict of ``vllm.sampling_params.StructuredOutputsParams`` fields,
     such as ``{"regex": ...}``, ``{"json": schema}`` or ``{"grammar": ...}``), ``logit_bias``
     (token id -> bias; string keys from JSON are accepted), ``priority`` (used when the
-    engine runs with ``scheduling_policy="priority"``), ``seed``, and any other
-    ``SamplingParams`` field.
+    engine runs with ``scheduling_policy="priority"``; default: ``request.hints.priority``),
+    ``seed``, and any other ``SamplingParams`` field.
 
     Stop strings that are exactly one special token (``"<|im_end|>"``; looked up in
     ``stop_token_ids``) become stop token ids: vLLM holds back the last ``len(stop) - 1``
@@ -85,7 +85,8 @@ def sampling_options(
             f"request.extra sets {', '.join(reserved)}, which VLLMEngine controls "
             "(one sequence, streamed as deltas, markers kept): remove them"
         )
-    priority = extra.pop("priority", 0)
+    hinted = request.hints.priority if request.hints is not None else 0
+    priority = extra.pop("priority", hinted)
     if not isinstance(priority, int):
         raise ConfigurationError(f"request.extra['priority'] must be an int, not {priority!r}")
 
@@ -206,8 +207,9 @@ class VLLMEngine:
             turn N+1 cost only its new tokens.
         **engine_args: any other ``vllm.AsyncEngineArgs`` field, e.g. ``max_model_len``,
             ``gpu_memory_utilization``, ``dtype``, ``quantization``, ``enforce_eager``,
-            ``scheduling_policy="priority"`` (then ``request.extra["priority"]`` orders
-            requests). Scale-out is vLLM's and passes through unchanged:
+            ``scheduling_policy="priority"`` (then ``request.hints.priority``, or
+            ``request.extra["priority"]``, orders requests). Scale-out is vLLM's and passes
+            through unchanged:
 
             - ``tensor_parallel_size``: split each layer across this many GPUs (one node);
             - ``pipeline_parallel_size``: split the layers into this many stages;

@@ -166,8 +166,7 @@ async def test_an_agent_keeps_one_session_hints_and_exact_replay_on_dynamo() -> 
             engine=engine,
             tools=[lookup],
             profile="qwen3",
-            hints=agentkit.AgentHints(priority=4),
-            request_options={"agent_hints": agentkit.AgentHints(expected_output_tokens=50)},
+            hints=agentkit.AgentHints(priority=4, expected_output_tokens=50),
         )
         with anyio.fail_after(20):
             result = await agent.run("What is x?")
@@ -181,3 +180,49 @@ async def test_an_agent_keeps_one_session_hints_and_exact_replay_on_dynamo() -> 
     assert sessions == {result.run_id}
     hints = {"priority": -4, "osl": 50}
     assert [body["nvext"]["agent_hints"] for body in fake.bodies] == [hints] * 2
+
+
+async def test_an_agents_expected_output_tokens_reach_dynamo_as_osl() -> None:
+    fake = FakeDynamo(outputs=["Fine."])
+    async with engine_for(fake) as engine:
+        agent = agentkit.Agent(
+            engine=engine, profile="qwen3", hints=agentkit.AgentHints(expected_output_tokens=64)
+        )
+        with anyio.fail_after(20):
+            await agent.run("How are you?")
+    (body,) = fake.bodies
+    assert body["nvext"]["agent_hints"] == {"osl": 64}
+
+
+async def test_request_options_agent_hints_still_override_the_typed_hints() -> None:
+    """The older way (``request_options={"agent_hints": ...}``) still works: each field it
+    sets overrides the agent's hint of that name, the rest stand."""
+    fake = FakeDynamo(outputs=["Fine."])
+    async with engine_for(fake) as engine:
+        agent = agentkit.Agent(
+            engine=engine,
+            profile="qwen3",
+            hints=agentkit.AgentHints(priority=3, expected_output_tokens=10),
+            request_options={"agent_hints": agentkit.AgentHints(expected_output_tokens=50)},
+        )
+        with anyio.fail_after(20):
+            await agent.run("How are you?")
+    assert fake.bodies[0]["nvext"]["agent_hints"] == {"priority": -3, "osl": 50}
+
+
+async def test_the_vllm_flavor_sends_the_typed_hints_priority() -> None:
+    seen: list[dict[str, Any]] = []
+
+    def vllm(request: httpx.Request) -> httpx.Response:
+        seen.append(json.loads(request.content))
+        events = [{"choices": [{"index": 0, "text": "ok", "finish_reason": "stop"}]}]
+        text = "".join(f"data: {json.dumps(e)}\n\n" for e in events) + "data: [DONE]\n\n"
+        return httpx.Response(200, content=text.encode())
+
+    client = httpx.AsyncClient(transport=httpx.MockTransport(vllm))
+    engine = RemoteEngine(URL, model="m", http_client=client)
+    hints = agentkit.AgentHints(priority=-2, expected_output_tokens=8)
+    await collect(engine, GenerationRequest(prompt="Hi", hints=hints))
+    ((body,),) = [seen]
+    assert body["priority"] == -2
+    assert "nvext" not in body

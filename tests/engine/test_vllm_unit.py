@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 import pytest
 
+from agentkit import AgentHints
 from agentkit.engine import Engine, GenerationChunk, GenerationRequest, VLLMEngine, _vllm
 from agentkit.engine._vllm import sampling_options
 from agentkit.errors import ConfigurationError, EngineError
@@ -198,6 +199,14 @@ def test_a_stop_string_that_is_one_special_token_becomes_a_stop_token_id() -> No
 def test_options_the_engine_owns_are_refused(key: str) -> None:
     with pytest.raises(ConfigurationError, match=key):
         sampling_options(GenerationRequest(prompt="p", extra={key: 2}))
+
+
+def test_the_hints_priority_is_the_scheduling_priority_unless_extra_sets_one() -> None:
+    hints = AgentHints(priority=-2, expected_output_tokens=9)
+    _, priority = sampling_options(GenerationRequest(prompt="p", hints=hints))
+    assert priority == -2
+    explicit = GenerationRequest(prompt="p", hints=hints, extra={"priority": 5})
+    assert sampling_options(explicit)[1] == 5
 
 
 def test_priority_must_be_an_int() -> None:

@@ -10,6 +10,7 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 
+import agentkit
 from agentkit.engine import TokenizedScriptedEngine
 from agentkit.profiles import Profile, get_profile
 from agentkit.server._app import ServerConfig, create_app
@@ -82,7 +83,8 @@ async def test_agent_hints_in_the_body_reach_the_engine(path: str) -> None:
     hints = {"priority": -3, "latency_sensitive": True, "expected_output_tokens": 50}
     assert (await post(application, path, {**body, "agent_hints": hints})).status_code == 200
     (request,) = engine.requests
-    assert request.extra == {"priority": -3}
+    assert request.hints == agentkit.AgentHints.model_validate(hints)
+    assert request.extra == {}
     bad = await post(application, path, {**body, "agent_hints": {"priority": "soon"}})
     assert bad.status_code == 400
     assert "agent_hints.priority" in bad.text
