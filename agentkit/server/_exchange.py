@@ -5,8 +5,9 @@ into a :class:`~agentkit.server._runtime.TurnSpec`, then hands the rest to
 :func:`answer_turn` with a :class:`TurnAnswer`: the frames and the response body of its wire
 format, nothing else. The skeleton holds what must not differ between them:
 
-* the error mapping (:func:`api_error`, :func:`endpoint`): the API key, agentkit's errors as
-  the API's error kinds and statuses, in the adapter's error shape;
+* the error mapping (:func:`api_error`, one mapping with the frames that end a failed
+  stream, :func:`endpoint`): the API key, agentkit's errors (engine failures, a hosted
+  run's limits) as the API's error kinds, statuses and codes, in the adapter's error shape;
 * the slot: acquired before the turn starts, released exactly once however it ends;
 * the turn's lifecycle (:class:`~agentkit.server._lifecycle.TurnWatch`): prompt rendering on
   a worker thread, the first event awaited before the 200 (so a failure during prefill is an
@@ -32,15 +33,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from agentkit._logging import get_logger
-from agentkit.errors import (
-    ConfigurationError,
-    ContextWindowExceeded,
-    EngineError,
-    EngineOverloaded,
-)
 from agentkit.events import ParseEvent, ToolCallComplete
 from agentkit.server._context import ApiError, ServerContext
-from agentkit.server._lifecycle import TurnWatch, client_gone
+from agentkit.server._lifecycle import TurnWatch, api_error, client_gone
 from agentkit.server._runtime import ModelTurn, TurnSpec
 
 __all__ = [
@@ -61,22 +56,6 @@ ErrorShape = Callable[[ApiError], Response]
 """An API's error response for an :class:`ApiError` (its body shape, the error's status)."""
 
 Handler = Callable[[Request], Awaitable[Response]]
-
-
-def api_error(error: Exception) -> ApiError | None:
-    """``error`` as the API error a client gets, or ``None`` for an error that is a bug (it
-    propagates: a 500 from the framework, logged with its traceback)."""
-    if isinstance(error, ApiError):
-        return error
-    if isinstance(error, ContextWindowExceeded):
-        return ApiError("invalid_request_error", str(error), code="context_length_exceeded")
-    if isinstance(error, ConfigurationError):
-        return ApiError("invalid_request_error", str(error))
-    if isinstance(error, EngineOverloaded):
-        return ApiError("overloaded_error", str(error))
-    if isinstance(error, EngineError):
-        return ApiError("api_error", str(error))
-    return None
 
 
 def endpoint(
@@ -142,6 +121,11 @@ class Answer(Generic[Subject, Event]):
 
     def fail(self, kind: str, message: str) -> bytes:
         raise NotImplementedError
+
+    def fail_with(self, error: ApiError) -> bytes:
+        """The frames that end the stream after ``error`` (:func:`api_error`'s mapping of the
+        failure): :meth:`fail`'s, unless the wire format also carries the error's ``code``."""
+        return self.fail(error.kind, error.message)
 
     def ping(self) -> bytes:
         return b": ping\n\n"
@@ -242,7 +226,7 @@ async def answer_started(
 
     # A failure from here on ends the stream with the API's error frames (TurnWatch).
     return watch.stream(  # type: ignore[return-value]
-        body(), events, fail=answer.fail, ping=answer.ping
+        body(), events, fail=answer.fail, ping=answer.ping, fail_with=answer.fail_with
     )
 
 

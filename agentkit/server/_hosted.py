@@ -15,6 +15,14 @@ not a bare model. Each Responses or Chat Completions request is one *run* of tha
   next request continues the conversation;
 * a client tool named like an agent tool is a 400 (``invalid_request_error`` naming it).
 
+**A run that reaches a limit.** A run stopped by its output-token budget (the agent's
+``UsageLimits.output_tokens``) is answered as the APIs answer a response cut at its output
+cap: Responses ``status: "incomplete"`` with ``incomplete_details.reason:
+"max_output_tokens"``, Chat ``finish_reason: "length"``, with what was generated. Every other
+limit (``max_turns``, the other usage limits, an answer failing ``output_type``) is an error
+(:func:`~agentkit.server._lifecycle.api_error`: 422 ``invalid_request_error`` before the
+stream, the API's error event after it, with a ``code`` naming the kind of limit).
+
 This module holds what both wire formats share: loading the agent, the run (its events, the
 record :class:`~agentkit.server._lifecycle.TurnWatch` guards), and :func:`answer_run`, the
 request skeleton of :mod:`._exchange` for a run of many model turns. The wire mappings are
@@ -33,19 +41,19 @@ from typing import TYPE_CHECKING, Any, cast
 from starlette.requests import Request
 from starlette.responses import Response
 
+from agentkit._result import RunResult, RunUsage
 from agentkit._tool_choice import ToolChoice
 from agentkit.agent import Agent, AgentStream
-from agentkit.approvals import ClientTool
+from agentkit.approvals import ClientTool, RunState
 from agentkit.engine import Usage
-from agentkit.errors import ConfigurationError
-from agentkit.events import AgentEvent, RunComplete, TurnComplete
+from agentkit.errors import ConfigurationError, UsageLimitExceeded
+from agentkit.events import AgentEvent, RunComplete, TurnComplete, TurnUsage
 from agentkit.server._context import ApiError, ServerContext
 from agentkit.server._exchange import Answer, Started, answer_started
 from agentkit.side_queries import AgentHints
 from agentkit.transcript import Message, TextBlock, ToolResultBlock, Transcript
 
 if TYPE_CHECKING:
-    from agentkit._result import RunResult
     from agentkit.server._runtime import ModelTurn
 
 __all__ = [
@@ -166,6 +174,10 @@ class HostedRun:
         self.record = _Record(_Named(run_id))
         self.last_finish_reason: str | None = None
         """The finish reason of the run's last model turn."""
+        self.cut: UsageLimitExceeded | None = None
+        """The output-token budget stopped the run (it is answered as incomplete, not as a
+        failure; see the module docstring)."""
+        self._turns: list[TurnUsage] = []
         self._output_tokens = 0
         self._client_names = frozenset(t.name for t in client_tools)
         self.first_message = len(stream.transcript.messages)
@@ -174,6 +186,20 @@ class HostedRun:
     @property
     def result(self) -> RunResult[Any]:
         return self.stream.result
+
+    @property
+    def usage(self) -> RunUsage:
+        """The run's model turns' usage (a run cut by its budget has no result)."""
+        return RunUsage(turns=self._turns)
+
+    @property
+    def state(self) -> RunState | None:
+        """The paused run's state (its pending calls), or ``None``."""
+        return None if self.cut is not None else self.result.state
+
+    @property
+    def paused(self) -> bool:
+        return self.cut is None and self.result.paused
 
     def is_client_call(self, name: str) -> bool:
         """Whether a call of ``name`` goes back to the client (one of its tools)."""
@@ -190,6 +216,13 @@ class HostedRun:
             async for event in iterator:
                 self._note(event)
                 yield event
+        except UsageLimitExceeded as error:
+            if error.limit != "output_tokens":
+                raise
+            self.cut = error
+            self.last_finish_reason = "length"  # cut at the output budget, whatever the engine said
+            generated = self.generated()
+            self.record.message = generated[-1] if generated else None
         finally:
             close = getattr(iterator, "aclose", None)
             if close is not None:
@@ -201,6 +234,7 @@ class HostedRun:
         if isinstance(event, TurnComplete):
             self.last_finish_reason = event.finish_reason
             usage = event.usage
+            self._turns.append(usage)
             record.prompt_tokens = usage.prompt_tokens  # the last turn's: the whole context
             record.cached_prompt_tokens = usage.cached_prompt_tokens
             self._output_tokens += usage.output_tokens

@@ -255,9 +255,9 @@ class _Answer(RunAnswer):
         return finish_reason(run.last_finish_reason or "stop", bool(self.stream.calls))
 
     def _keep(self, run: HostedRun) -> None:
-        result = run.result
+        state = run.state
         messages = run.stream.transcript.messages[run.first_message :]
-        pending = result.state.tool_results if result.state is not None else []
+        pending = state.tool_results if state is not None else []
         stream = self.stream
         calls: list[ContentBlock] = [
             ToolCallBlock(id=c.id, name=c.name, arguments=c.arguments) for c in stream.calls
@@ -270,7 +270,7 @@ class _Answer(RunAnswer):
         self._runs.keep(self._conversation, answers, messages, pending)
 
     def _usage(self, run: HostedRun) -> dict[str, Any]:
-        usage = run.result.usage
+        usage = run.usage
         return usage_json(usage.prompt_tokens, usage.output_tokens, usage.cached_prompt_tokens)
 
     def finish(self, run: HostedRun) -> bytes:
@@ -282,6 +282,12 @@ class _Answer(RunAnswer):
 
     def fail(self, kind: str, message: str) -> bytes:
         return self.stream.fail(kind, message)
+
+    def fail_with(self, error: ApiError) -> bytes:
+        """The error chunk with the error's ``code`` (``max_turns_exceeded``...), then
+        ``[DONE]``."""
+        body = error_body(error.kind, error.message, param=error.param, code=error.code)
+        return f"data: {json.dumps(body, ensure_ascii=False)}\n\n".encode() + self.stream.done()
 
     def complete(self, run: HostedRun) -> Response:
         self._keep(run)

@@ -244,8 +244,8 @@ class _RunStream(ResponseStream):
 
     def finish_run(self, run: HostedRun) -> bytes:
         out = self._close_open()
-        usage = run.result.usage
-        limited = not run.result.paused and run.last_finish_reason == "length"
+        usage = run.usage
+        limited = run.cut is not None or (not run.paused and run.last_finish_reason == "length")
         self.response.update(
             status="incomplete" if limited else "completed",
             output=[item.json for item in self._items],
@@ -264,6 +264,16 @@ class _RunStream(ResponseStream):
         )
         kind = "response.incomplete" if limited else "response.completed"
         return out + self._emit(kind, response=self.response)
+
+    def fail_with(self, error: ApiError) -> bytes:
+        """``response.failed`` with the error's ``code`` (``max_turns_exceeded``...; a
+        failure without one is a ``server_error``)."""
+        self.response.update(
+            status="failed",
+            output=[item.json for item in self._items],
+            error={"code": error.code or "server_error", "message": error.message},
+        )
+        return self._emit("response.failed", response=self.response)
 
 
 def _same_json(text: str, value: dict[str, Any]) -> bool:
@@ -297,6 +307,9 @@ class _Answer(RunAnswer):
 
     def fail(self, kind: str, message: str) -> bytes:
         return self.stream.fail(message)
+
+    def fail_with(self, error: ApiError) -> bytes:
+        return self.stream.fail_with(error)
 
     def complete(self, run: HostedRun) -> Response:
         self.stream.finish_run(run)

@@ -44,6 +44,9 @@ from agentkit.errors import (
     ContextWindowExceeded,
     EngineError,
     EngineOverloaded,
+    MaxTurnsExceeded,
+    OutputValidationError,
+    UsageLimitExceeded,
 )
 from agentkit.events import ParseEvent
 from agentkit.server._context import ApiError, ServerContext
@@ -52,7 +55,7 @@ from agentkit.server._shutdown import SHUTTING_DOWN
 from agentkit.server._sse import EventStreamResponse
 from agentkit.server._stats import AbortReason
 
-__all__ = ["TurnWatch", "client_gone", "failure"]
+__all__ = ["TurnWatch", "api_error", "client_gone", "failure"]
 
 _log = get_logger("agentkit.server")
 
@@ -60,19 +63,65 @@ _END_WAIT = 1.0
 """Seconds the end of a stream aborted by a shutdown may wait for the client."""
 
 
-def failure(error: Exception) -> tuple[str, str]:
-    """The error kind (see :data:`~agentkit.server._context.ERROR_STATUS`) and message a
-    client is told for ``error``. A failure agentkit did not foresee is named by its type
-    only: its message may hold what a client should not see (paths, internals)."""
+def api_error(error: Exception) -> ApiError | None:
+    """``error`` as the API error a client gets, or ``None`` for an error that is a bug (before
+    the 200 it propagates: a 500 from the framework, logged with its traceback). The one
+    mapping of agentkit's errors to the APIs' error kinds, statuses and codes: an HTTP error
+    before the 200, the API's error frames after it (:func:`failure`).
+
+    A hosted agent's run stopped by one of its limits (``max_turns``, its ``UsageLimits``, an
+    answer that failed its ``output_type``) is a 422 ``invalid_request_error``: the request
+    was read and worked on, the agent cannot finish it within its limits, and repeating it
+    unchanged would stop the same way (a 5xx would invite the SDKs' automatic retries). The
+    ``code`` names the kind of limit, the message the limit and its value."""
     if isinstance(error, ApiError):
-        return error.kind, error.message
+        return error
+    if isinstance(error, ContextWindowExceeded):
+        return ApiError("invalid_request_error", str(error), code="context_length_exceeded")
+    if isinstance(error, ConfigurationError):
+        return ApiError("invalid_request_error", str(error))
     if isinstance(error, EngineOverloaded):
-        return "overloaded_error", str(error)
-    if isinstance(error, ContextWindowExceeded | ConfigurationError):
-        return "invalid_request_error", str(error)
+        return ApiError("overloaded_error", str(error))
     if isinstance(error, EngineError):
-        return "api_error", str(error)
-    return "api_error", f"internal server error ({type(error).__name__}); the response ended early"
+        return ApiError("api_error", str(error))
+    if isinstance(error, MaxTurnsExceeded):
+        return _stopped(
+            f"the model was still calling tools after the agent's max_turns={error.max_turns} "
+            "turns",
+            "max_turns_exceeded",
+        )
+    if isinstance(error, UsageLimitExceeded):
+        return _stopped(
+            f"the run reached the agent's usage limit {error.limit}={error.maximum:g} "
+            f"({error.value:g})",
+            "usage_limit_exceeded",
+        )
+    if isinstance(error, OutputValidationError):
+        return _stopped(
+            f"the agent's final answer is not a valid {error.output_type} after "
+            f"{error.attempts} attempt(s): " + "; ".join(error.problems),
+            "output_validation_failed",
+        )
+    return None
+
+
+def _stopped(message: str, code: str) -> ApiError:
+    return ApiError(
+        "invalid_request_error", f"the agent's run stopped: {message}", status=422, code=code
+    )
+
+
+def failure(error: Exception) -> ApiError:
+    """What a client is told for ``error`` after the 200 (:func:`api_error`). A failure
+    agentkit did not foresee is named by its type only: its message may hold what a client
+    should not see (paths, internals)."""
+    mapped = api_error(error)
+    if mapped is not None:
+        return mapped
+    return ApiError(
+        "api_error",
+        f"internal server error ({type(error).__name__}); the response ended early",
+    )
 
 
 class TurnWatch:
@@ -264,11 +313,15 @@ class TurnWatch:
         *,
         fail: Callable[[str, str], bytes],
         ping: Callable[[], bytes],
+        fail_with: Callable[[ApiError], bytes] | None = None,
     ) -> _AbortableStream:
         """The streaming response writing ``frames`` (the adapter's, which read ``events``);
         ``fail(kind, message)`` gives the frames that end the stream after a failure, and
-        those of ``overloaded_error`` end a stream the server aborts (shutting down). When it
-        ends, however it ends, ``events`` is closed and the slot released."""
+        those of ``overloaded_error`` end a stream the server aborts (shutting down). An
+        adapter whose error frames carry more than the kind and message (a ``code``) gives
+        ``fail_with``, which then writes the failure's frames from the whole
+        :class:`ApiError`. When it ends, however it ends, ``events`` is closed and the slot
+        released."""
         config = self._context.config
         stats = self._context.stats
         turn_id = self._turn.request.request_id
@@ -277,9 +330,11 @@ class TurnWatch:
 
         def failed(error: Exception) -> bytes:
             stats.stream_failures += 1
-            kind, message = failure(error)
+            mapped = failure(error)
             if isinstance(error, AgentkitError | ApiError):
-                _log.warning("the stream failed", turn_id=turn_id, kind=kind, error=message)
+                _log.warning(
+                    "the stream failed", turn_id=turn_id, kind=mapped.kind, error=mapped.message
+                )
             else:
                 _log.error(
                     "the stream failed unexpectedly",
@@ -287,7 +342,9 @@ class TurnWatch:
                     error=repr(error),
                     traceback="".join(traceback.format_exception(error)),
                 )
-            return stream.told(fail(kind, message))
+            if fail_with is not None:
+                return stream.told(fail_with(mapped))
+            return stream.told(fail(mapped.kind, mapped.message))
 
         async def cleanup() -> None:
             try:
