@@ -75,8 +75,13 @@ class AgentStream(Generic[OutputT]):
         usage_limits: UsageLimits | None = None,
         session: Session | None = None,
         client_tools: Sequence[ClientTool] = (),
+        temperature: float | None = None,
+        top_p: float | None = None,
     ) -> None:
         self._agent = agent
+        self._temperature = agent.temperature if temperature is None else temperature
+        self._top_p = agent.top_p if top_p is None else top_p
+        """This run's sampling: the caller's, or the agent's."""
         self._client_tools = {t.name: t for t in client_tools}
         """Tools offered to the model that the run's caller runs (see agentkit.approvals)."""
         self._budget = RunBudget(agent.usage_limits if usage_limits is None else usage_limits)
@@ -335,8 +340,8 @@ class AgentStream(Generic[OutputT]):
             TurnOptions(
                 tool_choice=choice,
                 max_tokens=budget.max_tokens(agent.max_tokens),
-                temperature=agent.temperature,
-                top_p=agent.top_p,
+                temperature=self._temperature,
+                top_p=self._top_p,
                 stop=agent.stop,
                 hints=self._hints,
                 extra=options or {},

@@ -242,6 +242,8 @@ class Agent(Generic[OutputT]):
         usage_limits: UsageLimits | None = None,
         session: Session | None = None,
         client_tools: Sequence[ClientTool | Mapping[str, Any]] = (),
+        temperature: float | None = None,
+        top_p: float | None = None,
     ) -> AgentStream[OutputT]:
         """Run the agent, yielding typed events as they happen.
 
@@ -249,7 +251,8 @@ class Agent(Generic[OutputT]):
         or as a plain ``async for event in agent.stream(p)``. Leaving either early (``break``,
         an exception) stops the run: the model request is aborted and running tools are
         cancelled. A run cancelled from any task surfaces as cancelled, never as a stream that
-        ended. ``tool_choice`` and ``usage_limits`` override the agent's for this run.
+        ended. ``tool_choice``, ``usage_limits``, ``temperature`` and ``top_p`` override the
+        agent's for this run (``None``: the agent's).
 
         With a ``session`` (:mod:`agentkit.sessions`) the run continues the stored
         conversation, ``prompt`` appended as its new user message, and writes each model turn
@@ -276,6 +279,8 @@ class Agent(Generic[OutputT]):
             usage_limits=usage_limits,
             session=session,
             client_tools=clients,
+            temperature=temperature,
+            top_p=top_p,
         )
 
     async def run(
@@ -287,6 +292,8 @@ class Agent(Generic[OutputT]):
         usage_limits: UsageLimits | None = None,
         session: Session | None = None,
         client_tools: Sequence[ClientTool | Mapping[str, Any]] = (),
+        temperature: float | None = None,
+        top_p: float | None = None,
     ) -> RunResult[OutputT]:
         """Run the agent to completion and return its result (see :meth:`stream`)."""
         stream = self.stream(
@@ -296,6 +303,8 @@ class Agent(Generic[OutputT]):
             usage_limits=usage_limits,
             session=session,
             client_tools=client_tools,
+            temperature=temperature,
+            top_p=top_p,
         )
         return await stream._run_unobserved()
 

@@ -45,6 +45,7 @@ from agentkit._result import RunResult, RunUsage
 from agentkit._tool_choice import ToolChoice
 from agentkit.agent import Agent, AgentStream
 from agentkit.approvals import ClientTool, RunState
+from agentkit.budgets import UsageLimits
 from agentkit.engine import Usage
 from agentkit.errors import ConfigurationError, UsageLimitExceeded
 from agentkit.events import AgentEvent, RunComplete, TurnComplete, TurnUsage
@@ -286,6 +287,26 @@ class HostedAgent:
     def tool_names(self) -> list[str]:
         return list(self.agent.registry.names)
 
+    def usage_limits(self, max_output_tokens: int | None) -> UsageLimits | None:
+        """The run's limits: the agent's, with a request's ``max_output_tokens`` as the run's
+        output-token budget (every model turn of the run together, as the APIs bound one
+        response; the agent's own budget, if smaller, still applies). ``None``: the agent's."""
+        if max_output_tokens is None:
+            return None
+        limits = self.agent.usage_limits or UsageLimits()
+        own = limits.output_tokens
+        budget = max_output_tokens if own is None else min(own, max_output_tokens)
+        return limits.model_copy(update={"output_tokens": budget})
+
+    def sampling(self, temperature: float | None, top_p: float | None) -> dict[str, Any]:
+        """The sampling a request's run uses, as its response echoes it: the request's
+        ``temperature`` and ``top_p`` where it gives them, the agent's otherwise."""
+        agent = self.agent
+        return {
+            "temperature": agent.temperature if temperature is None else temperature,
+            "top_p": agent.top_p if top_p is None else top_p,
+        }
+
     def client_tools(
         self, specs: Sequence[Mapping[str, Any]], path: str = "tools"
     ) -> list[ClientTool]:
@@ -326,14 +347,21 @@ class HostedAgent:
         tool_choice: ToolChoice,
         hints: AgentHints | None,
         run_id: str,
+        max_output_tokens: int | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
     ) -> HostedRun:
-        """A run of the agent on ``transcript`` (it starts when its events are read)."""
+        """A run of the agent on ``transcript`` (it starts when its events are read), with the
+        request's sampling fields (see :meth:`sampling`)."""
         try:
             stream = self.agent.stream(
                 self.transcript(transcript),
                 client_tools=client_tools,
                 tool_choice=tool_choice,
                 hints=hints,
+                usage_limits=self.usage_limits(max_output_tokens),
+                temperature=temperature,
+                top_p=top_p,
             )
         except ConfigurationError as error:
             raise ApiError("invalid_request_error", str(error)) from error

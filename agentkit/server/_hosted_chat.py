@@ -359,6 +359,9 @@ def hosted_chat_routes(hosted: HostedAgent, context: ServerContext) -> list[Rout
                 tool_choice=choice,
                 hints=agent_hints(parsed),
                 run_id=completion_id,
+                max_output_tokens=parsed.max_completion_tokens or parsed.max_tokens,
+                temperature=parsed.temperature,
+                top_p=parsed.top_p,
             )
             run_ref.append(run)
             return run

@@ -364,6 +364,7 @@ class _Adapter:
         choice = resolve_tool_choice(parsed.tool_choice, names)
         response_id = new_id("resp_")
         envelope = _envelope(parsed, response_id, tools)
+        envelope.update(hosted.sampling(parsed.temperature, parsed.top_p))  # what applies
         run_ref: list[HostedRun] = []
         stream = _RunStream(
             lambda name: bool(run_ref) and run_ref[0].is_client_call(name),
@@ -379,6 +380,9 @@ class _Adapter:
                 tool_choice=choice,
                 hints=agent_hints(parsed),
                 run_id=response_id,
+                max_output_tokens=parsed.max_output_tokens,
+                temperature=parsed.temperature,
+                top_p=parsed.top_p,
             )
             run_ref.append(run)
             return run

@@ -156,3 +156,72 @@ async def test_the_output_budget_ends_a_chat_answer_with_length() -> None:
     reasons = [c.choices[0].finish_reason for c in chunks if c.choices]
     assert reasons[-1] == "length"
     assert chunks[-1].usage is not None  # the usage chunk follows, as for a complete answer
+
+
+# -- the request's sampling fields -----------------------------------------------------------
+
+
+async def test_a_requests_max_output_tokens_is_the_runs_output_budget() -> None:
+    agent = limited([ANSWER])
+    engine = agent.engine
+    assert isinstance(engine, RecordingEngine)
+    async with client(agent) as sdk:
+        response = await sdk.responses.create(
+            model="hosted", input="Weather?", max_output_tokens=12
+        )
+    assert engine.requests[0].max_tokens == 12  # the first turn may use the whole budget
+    assert response.status == "incomplete"
+    assert response.incomplete_details is not None
+    assert response.incomplete_details.reason == "max_output_tokens"
+    assert response.max_output_tokens == 12
+
+
+async def test_the_agents_own_budget_still_applies_under_a_larger_request() -> None:
+    agent = limited([ANSWER], max_tokens=500, usage_limits=UsageLimits(output_tokens=9))
+    engine = agent.engine
+    assert isinstance(engine, RecordingEngine)
+    async with client(agent) as sdk:
+        completion = await sdk.chat.completions.create(
+            model="hosted",
+            messages=[{"role": "user", "content": "Weather?"}],
+            max_completion_tokens=1000,
+        )
+    assert engine.requests[0].max_tokens == 9
+    assert completion.choices[0].finish_reason == "length"
+
+
+async def test_a_budget_spans_the_runs_turns() -> None:
+    # The first turn (two server tools) takes part of the budget; the next turn gets the rest.
+    agent = limited([*SCRIPT[:1], ANSWER], max_tokens=4000)
+    engine = agent.engine
+    assert isinstance(engine, RecordingEngine)
+    async with client(agent) as sdk:
+        response = await sdk.responses.create(
+            model="hosted", input="Weather?", max_output_tokens=2000
+        )
+    assert response.status == "completed"
+    first = len(engine.encode(SCRIPT[0])) + 1  # its tokens and the stop token
+    assert engine.requests[0].max_tokens == 2000
+    assert engine.requests[1].max_tokens == 2000 - first
+
+
+async def test_a_requests_temperature_and_top_p_apply_to_its_run_the_agents_otherwise() -> None:
+    agent = limited([ANSWER, ANSWER, ANSWER, ANSWER], temperature=0.7, top_p=0.9)
+    engine = agent.engine
+    assert isinstance(engine, RecordingEngine)
+    async with client(agent) as sdk:
+        given = await sdk.responses.create(
+            model="hosted", input="Weather?", temperature=0.2, top_p=0.5
+        )
+        left = await sdk.responses.create(model="hosted", input="Weather?")
+        await sdk.chat.completions.create(
+            model="hosted", messages=[{"role": "user", "content": "Hi"}], temperature=0.0
+        )
+        await sdk.chat.completions.create(
+            model="hosted", messages=[{"role": "user", "content": "Hi"}]
+        )
+    sampled = [(r.temperature, r.top_p) for r in engine.requests]
+    assert sampled == [(0.2, 0.5), (0.7, 0.9), (0.0, 0.9), (0.7, 0.9)]
+    # Each response echoes what applied to its run.
+    assert (given.temperature, given.top_p) == (0.2, 0.5)
+    assert (left.temperature, left.top_p) == (0.7, 0.9)
