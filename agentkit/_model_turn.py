@@ -149,9 +149,13 @@ class ModelTurns:
         *,
         request_id: str,
         context: RequestContext | None = None,
+        session_id: str | None = None,
     ) -> ModelTurn:
         """The turn for ``prompt``: its request (options merged by :func:`request_options`)
-        and a fresh parser. Generation starts when :meth:`ModelTurn.stream` is iterated."""
+        and a fresh parser. Generation starts when :meth:`ModelTurn.stream` is iterated.
+
+        ``session_id`` names the conversation for engines that route by it; default: the
+        run in ``context``."""
         choice = options.tool_choice
         request = GenerationRequest(
             prompt=prompt.text,
@@ -163,6 +167,7 @@ class ModelTurns:
             request_id=request_id,
             extra=request_options(self.profile, options, self.schemas, thinking=self.thinking),
             hints=options.hints,
+            session_id=session_id or (context.run_id if context is not None else None),
             context=context,
         )
         parser = self.profile.new_parser(

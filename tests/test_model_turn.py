@@ -32,8 +32,8 @@ def engine(outputs: list[str]) -> TokenizedScriptedEngine:
 
 
 def comparable(request: GenerationRequest) -> GenerationRequest:
-    """The request without what only names it (its id, who asked)."""
-    return dataclasses.replace(request, request_id=None, context=None)
+    """The request without what only names it (its id, its conversation's, who asked)."""
+    return dataclasses.replace(request, request_id=None, session_id=None, context=None)
 
 
 @pytest.mark.parametrize("thinking", [True, False])

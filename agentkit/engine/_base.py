@@ -72,6 +72,10 @@ class GenerationRequest:
     """The caller's scheduling hints; each engine maps what its backend takes (vLLM: the
     priority; Dynamo: ``nvext.agent_hints``) and ignores the rest. A backend option in
     ``extra`` (``priority``) wins over the hint."""
+    session_id: str | None = None
+    """The conversation the request belongs to (an agent's run, a served conversation's key):
+    engines that route keep its requests on the worker holding its KV cache (RemoteEngine's
+    replicas, Dynamo's session header); others ignore it."""
     context: RequestContext | None = field(default=None, compare=False, repr=False)
     """Who asked, for engines that look (test engines); not part of the request's identity."""
 

@@ -97,9 +97,9 @@ class RemoteEngine:
     Args:
         base_url: the server's root (``http://host:8000``; a trailing ``/v1`` is accepted).
         base_urls: several replicas of the same model instead of one ``base_url``. Requests
-            of one session (``request.extra["session_id"]``, else the agent's run id from
-            ``request.context``, else an agent's request id ``run_<id>-<turn>`` without its
-            turn) go to the same replica while it is up.
+            of one session (``request.extra["session_id"]``, else ``request.session_id``, else
+            the agent's run id from ``request.context``, else an agent's request id
+            ``run_<id>-<turn>`` without its turn) go to the same replica while it is up.
         api_key: sent as ``Authorization: Bearer <api_key>``.
         model: the served model name (``--served-model-name``, or the model path).
         tokenizer: the model's tokenizer (anything with ``encode``/``decode``, e.g.
@@ -402,6 +402,8 @@ class RemoteEngine:
             # to what the context leaves (max_model_len - prompt), which is what "no limit"
             # means in-process.
             body["max_tokens"] = _NO_LIMIT
+        if session is None:
+            session = request.session_id
         if session is None and request.context is not None:
             session = request.context.run_id
         key = str(session) if session is not None else session_key(request.request_id)

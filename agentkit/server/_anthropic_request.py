@@ -230,6 +230,9 @@ class ConvertedRequest:
     replayed: list[ReplayNote] = field(default_factory=list)
     dropped_tools: list[str] = field(default_factory=list)
     """One note for each server tool (web search, bash…) left out: only client tools run."""
+    session: str | None = None
+    """``metadata.user_id`` (Claude Code puts its session id in it): the conversation's key
+    for session affinity (``TurnSpec.session``)."""
 
 
 def convert_request(
@@ -289,7 +292,18 @@ def convert_request(
         prefill=bool(runs) and runs[-1].role == "assistant",
         replayed=notes,
         dropped_tools=dropped,
+        session=_user_id(req.metadata),
     )
+
+
+def _user_id(metadata: object) -> str | None:
+    """``metadata.user_id`` when it is a non-empty string (anything else is ignored: the
+    field is the client's and only keys session affinity)."""
+    if isinstance(metadata, Mapping):
+        user = metadata.get("user_id")
+        if isinstance(user, str) and user:
+            return user
+    return None
 
 
 # -- messages --------------------------------------------------------------------------------

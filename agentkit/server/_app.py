@@ -119,6 +119,7 @@ def create_app(
             stop=converted.stop,
             thinking=False if disabled else None,
             hints=agent_hints(request),
+            session=converted.session,
             call_ids=new_tool_use_id,
         )
 

@@ -64,6 +64,8 @@ class ChatRequest(BaseModel):
     stream: bool | None = False
     stream_options: dict[str, Any] | None = None
     n: int | None = None
+    prompt_cache_key: str | None = None
+    """The client's conversation key: session affinity (``TurnSpec.session``), no more."""
 
 
 @dataclass(slots=True)
@@ -297,6 +299,7 @@ def convert_chat_request(
         stop=[s for s in stop if s],
         thinking=False if getattr(req, "reasoning_effort", None) == "none" else None,
         hints=agent_hints(req),
+        session=req.prompt_cache_key or None,
         call_ids=new_call_id,
     )
     return ConvertedChat(spec, restored)

@@ -251,6 +251,7 @@ class _Adapter:
             top_p=parsed.top_p,
             thinking=False if reasoning.get("effort") in ("none", "minimal") else None,
             hints=agent_hints(parsed),
+            session=parsed.prompt_cache_key or None,
             call_ids=new_call_id,
         )
         return parsed, tools, spec, response_id

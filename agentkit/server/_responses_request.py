@@ -18,8 +18,10 @@
   profile has a switch (``Profile.thinking_switch``: Qwen3, Nemotron-3).
   ``reasoning.summary`` makes each reasoning item's summary its reasoning text (there is no
   summarizer), streamed with the summary events. ``parallel_tool_calls: false`` ends the turn
-  at its first complete call. ``prompt_cache_key``, ``text``, ``client_metadata`` and unknown
-  fields are accepted (the engine's prefix cache needs no key).
+  at its first complete call. ``prompt_cache_key`` (Codex sends its conversation id) keys
+  the conversation's session affinity (``TurnSpec.session``: the engine's prefix cache needs
+  no key, but a router that places sessions on workers does). ``text``, ``client_metadata``
+  and unknown fields are accepted.
 * ``previous_response_id``: the stored conversation's items (:class:`~agentkit.server.
   _response_store.History`) come first and are converted with the request's own, as one
   list, so a chain converts exactly as the same conversation sent whole would; its generated

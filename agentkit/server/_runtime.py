@@ -14,12 +14,15 @@ prompt begins with the previous prompt and the exact generated tokens.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentkit._hints import AgentHints
 from agentkit._logging import get_logger
 from agentkit._model_turn import ModelTurn, ModelTurns, TurnOptions
 from agentkit._prompt import Prompt
@@ -28,10 +31,9 @@ from agentkit.engine import Engine
 from agentkit.events import ParseEvent
 from agentkit.profiles import Profile
 from agentkit.server._turns import TurnStore
-from agentkit.side_queries import AgentHints
 from agentkit.transcript import Message, Transcript
 
-__all__ = ["ModelTurn", "ServerRuntime", "TurnSpec", "first_event"]
+__all__ = ["ModelTurn", "ServerRuntime", "TurnSpec", "first_event", "session_id"]
 
 _log = get_logger("agentkit.server")
 
@@ -51,7 +53,12 @@ class TurnSpec:
     thinking: bool | None = None
     """``False``: the request turned thinking off (honoured where the profile has a switch)."""
     hints: AgentHints | None = None
-    """The request's ``agent_hints`` (``priority`` reaches vLLM's scheduler)."""
+    """The request's ``agent_hints`` (``GenerationRequest.hints``: each engine maps what it
+    can)."""
+    session: str | None = None
+    """The conversation's key as the client gave it (Responses' and Chat's
+    ``prompt_cache_key``, Anthropic's ``metadata.user_id``), or ``None``: see
+    :func:`session_id`."""
     options: dict[str, Any] = field(default_factory=dict)
     """Extra backend options (``GenerationRequest.extra``)."""
     call_ids: Callable[[], str] | None = None
@@ -127,7 +134,9 @@ class ServerRuntime:
         turns = self._turns(spec)
         validate_tool_choice(spec.tool_choice, list(turns.schemas))
         prompt = turns.prompt(spec.transcript)
-        turn = turns.start(prompt, spec.turn_options(), request_id=request_id)
+        turn = turns.start(
+            prompt, spec.turn_options(), request_id=request_id, session_id=session_id(spec)
+        )
         self._log_prompt(request_id, prompt)
         turn.on_message = lambda message: self._finished(turn, message)
         return turn
@@ -151,6 +160,30 @@ class ServerRuntime:
         n = next(self._sequence)
         path = self.log_prompts / f"{n:06d}-{request_id}.txt"
         path.write_text(prompt.text, encoding="utf-8")
+
+
+def session_id(spec: TurnSpec) -> str:
+    """The conversation's session id, the same for every turn of it: what keeps its requests
+    on the worker (or replica) holding its KV cache (Dynamo's ``x-dynamo-session-id``,
+    RemoteEngine's replica choice).
+
+    The client's key when it gave one (Codex sends its conversation id as
+    ``prompt_cache_key``; Claude Code its session in ``metadata.user_id``), else the
+    conversation's start: the system prompt, the first user message and the tools, which a
+    client resends unchanged every turn. Either is hashed, so what the client sent (a user
+    id, say) does not travel further, and two conversations that start alike share a worker,
+    which holds their common prefix anyway.
+    """
+    digest = hashlib.sha256()
+    if spec.session:
+        digest.update(b"client\0" + spec.session.encode())
+    else:
+        messages = spec.transcript.messages
+        first_user = next((i for i, m in enumerate(messages) if m.role == "user"), len(messages))
+        start = [m.model_dump(mode="json") for m in messages[: first_user + 1]]
+        digest.update(b"start\0")
+        digest.update(json.dumps([start, list(spec.tools)], sort_keys=True).encode())
+    return f"conv_{digest.hexdigest()[:32]}"
 
 
 async def first_event(events: AsyncGenerator[ParseEvent, None]) -> ParseEvent | None:

@@ -52,3 +52,65 @@ async def test_the_bodys_agent_hints_reach_dynamo_as_nvext_agent_hints(path: str
     assert response.status_code == 200, response.text
     (body,) = fake.bodies
     assert body["nvext"]["agent_hints"] == {"priority": -2, "osl": 64}
+
+
+def conversation(path: str, *texts: str, key: str | None = None) -> dict[str, Any]:
+    """A request whose history alternates user and assistant messages, from ``texts``."""
+    messages = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": text}
+        for i, text in enumerate(texts)
+    ]
+    body: dict[str, Any]
+    if path == "/v1/responses":
+        body = {"model": "tiny", "input": messages}
+    else:
+        body = {"model": "tiny", "max_tokens": 20, "messages": messages}
+    if path == "/v1/messages":
+        body["system"] = "Be brief."
+    if key is not None:
+        if path == "/v1/messages":
+            body["metadata"] = {"user_id": key}
+        else:
+            body["prompt_cache_key"] = key
+    return body
+
+
+async def sessions(path: str, *bodies: dict[str, Any]) -> list[str | None]:
+    fake = FakeDynamo(outputs=["Hello."])
+    application = serve(fake)
+    for body in bodies:
+        response = await post(application, path, body)
+        assert response.status_code == 200, response.text
+    return [headers.get("x-dynamo-session-id") for headers in fake.headers]
+
+
+@pytest.mark.parametrize("path", PATHS)
+async def test_a_conversations_turns_share_a_dynamo_session_without_a_client_key(
+    path: str,
+) -> None:
+    first, second, other = await sessions(
+        path,
+        conversation(path, "What is 2 + 2?"),
+        conversation(path, "What is 2 + 2?", "4.", "And 3 + 3?"),
+        conversation(path, "Name a colour."),
+    )
+    assert first is not None
+    assert first.startswith("conv_")
+    assert second == first
+    assert other is not None
+    assert other != first
+
+
+@pytest.mark.parametrize("path", PATHS)
+async def test_the_clients_conversation_key_is_the_session(path: str) -> None:
+    """Codex's ``prompt_cache_key`` and Claude Code's ``metadata.user_id`` name the
+    conversation, whatever its first message; the key itself does not travel upstream."""
+    first, second, other = await sessions(
+        path,
+        conversation(path, "What is 2 + 2?", key="thread-1"),
+        conversation(path, "Summarise: what is 2 + 2?", key="thread-1"),
+        conversation(path, "What is 2 + 2?", key="thread-2"),
+    )
+    assert first == second
+    assert other != first
+    assert "thread-1" not in str(first)
