@@ -14,7 +14,10 @@ format, nothing else. The skeleton holds what must not differ between them:
   HTTP error), a client that leaves before the body, mid-stream or during a non-streaming
   request aborts the engine request and frees the slot, a failure after the 200 ends the
   stream with the API's error frames;
-* cache-break reporting (:func:`cache_breaks`).
+* cache-break reporting (:func:`cache_breaks`);
+* the turn's ``chat`` span when instrumentation is on
+  (:func:`agentkit.telemetry._hooks.turn_trace`), parented to the request's W3C
+  ``traceparent``.
 
 The same skeleton answers a hosted agent's run of many model turns (``agentkit serve
 --agent``, :mod:`._hosted`): :func:`answer_started` is :func:`answer_turn` once the work has
@@ -37,6 +40,7 @@ from agentkit.events import ParseEvent, ToolCallComplete
 from agentkit.server._context import ApiError, ServerContext
 from agentkit.server._lifecycle import TurnWatch, api_error, client_gone
 from agentkit.server._runtime import ModelTurn, TurnSpec
+from agentkit.telemetry._hooks import ChatTrace, turn_trace
 
 __all__ = [
     "Answer",
@@ -154,6 +158,9 @@ class Started(Generic[Subject]):
     subject: Subject
     watched: ModelTurn
     events: AsyncGenerator[Any, None]
+    trace: ChatTrace | None = None
+    """The model turn's ``chat`` span, when instrumentation is on (a hosted run's turns are
+    traced by the agent's own instrumentation)."""
 
 
 async def answer_turn(
@@ -169,10 +176,15 @@ async def answer_turn(
 
     async def start() -> Started[ModelTurn]:
         # Rendering (and tokenizing) the prompt is CPU work: a worker thread does it.
-        turn = await context.work(
-            functools.partial(context.runtime.start, spec, request_id=turn_id)
+        runtime = context.runtime
+        turn = await context.work(functools.partial(runtime.start, spec, request_id=turn_id))
+        trace = turn_trace(
+            turn.request,
+            engine=runtime.engine,
+            profile=runtime.profile.name,
+            headers=request.headers,
         )
-        return Started(turn, turn, turn.events())
+        return Started(turn, turn, turn.events(), trace)
 
     return await answer_started(context, request, start, answer, stream=stream)
 
@@ -191,7 +203,7 @@ async def answer_started(
     try:
         started = await start()
         turn = started.subject
-        watch = TurnWatch(context, started.watched, release)
+        watch = TurnWatch(context, started.watched, release, started.trace)
         events = started.events
         if not stream:
             try:

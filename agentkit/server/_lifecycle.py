@@ -20,7 +20,8 @@ accepted, so one :class:`TurnWatch` handles it for all of them:
 Every early end is counted in :class:`~agentkit.server._stats.ServerStats`; one that threw
 generated tokens away is logged at WARNING, with how many. Every turn, however it ends, is
 recorded once in :class:`~agentkit.server._metrics.ServerMetrics` (tokens, time to first
-token). Records name the turn by ``turn_id`` (the engine's request id, the response's id):
+token) and, when instrumentation is on, ends its ``chat`` span (:mod:`agentkit.telemetry`).
+Records name the turn by ``turn_id`` (the engine's request id, the response's id):
 ``request_id`` is the HTTP request's, bound for every record by
 :class:`~agentkit.server._request_ids.RequestIds`.
 """
@@ -48,12 +49,14 @@ from agentkit.errors import (
     OutputValidationError,
     UsageLimitExceeded,
 )
-from agentkit.events import ParseEvent
+from agentkit.events import ParseEvent, TurnUsage
 from agentkit.server._context import ApiError, ServerContext
 from agentkit.server._runtime import ModelTurn, first_event
 from agentkit.server._shutdown import SHUTTING_DOWN
 from agentkit.server._sse import EventStreamResponse
 from agentkit.server._stats import AbortReason
+from agentkit.telemetry._hooks import ChatTrace
+from agentkit.transcript import Message as TranscriptMessage
 
 __all__ = ["TurnWatch", "api_error", "client_gone", "failure"]
 
@@ -131,17 +134,26 @@ class TurnWatch:
         context: the server's context (its settings and counters).
         turn: the turn being answered.
         release: releases the request's slot (idempotent); called when the turn is over.
+        trace: the turn's ``chat`` span (:func:`agentkit.telemetry._hooks.turn_trace`),
+            ended once with the turn's usage and finish reason, or ``None``.
 
     The server's shutdown aborts the turn through :meth:`abort` if it is still in flight at
     the shutdown's bound.
     """
 
     def __init__(
-        self, context: ServerContext, turn: ModelTurn, release: Callable[[], None]
+        self,
+        context: ServerContext,
+        turn: ModelTurn,
+        release: Callable[[], None],
+        trace: ChatTrace | None = None,
     ) -> None:
         self._context = context
         self._turn = turn
         self._release = release
+        self._trace = trace
+        self._failure: Exception | str | None = None
+        """What ended the turn early: its error, or the reason it was cut short."""
         self._ended = False
         self._recorded = False
         self._started = time.monotonic()
@@ -185,6 +197,8 @@ class TurnWatch:
         self._recorded = True
         turn = self._turn
         usage = turn.usage
+        if self._trace is not None:
+            self._end_trace(self._trace)
         if turn.message is None and not turn.token_ids and not usage.prompt_tokens:
             return
         self._context.metrics.turn(
@@ -193,6 +207,26 @@ class TurnWatch:
             # The engine's count once it reported one; the ids seen so far if it was cut off.
             output_tokens=max(len(turn.token_ids), usage.output_tokens),
             time_to_first_token=usage.time_to_first_token_s,
+        )
+
+    def _end_trace(self, trace: ChatTrace) -> None:
+        turn = self._turn
+        usage = turn.usage
+        failure = self._failure
+        if turn.message is not None:
+            finish_reason = turn.finish_reason
+        else:
+            finish_reason = "error" if isinstance(failure, Exception) else "abort"
+        trace.end(
+            finish_reason=finish_reason,
+            usage=TurnUsage(
+                prompt_tokens=turn.prompt_tokens or usage.prompt_tokens,
+                cached_prompt_tokens=turn.cached_prompt_tokens,
+                output_tokens=max(len(turn.token_ids), usage.output_tokens),
+                time_to_first_token_s=usage.time_to_first_token_s,
+            ),
+            message=turn.message or TranscriptMessage(role="assistant"),
+            failure=failure,
         )
 
     def dispatched(self) -> None:
@@ -205,6 +239,8 @@ class TurnWatch:
         if self._ended:
             return
         self._ended = True
+        if self._failure is None:
+            self._failure = reason
         stats = self._context.stats
         stats.count_early_end(reason)
         self._record()
@@ -246,6 +282,8 @@ class TurnWatch:
         with self._abortable():
             left, error = await self._watched(receive, work)
         if error is not None:
+            if isinstance(error, Exception):
+                self._failure = error
             self._record()
             raise error
         if self._aborted and not left:
@@ -330,6 +368,7 @@ class TurnWatch:
 
         def failed(error: Exception) -> bytes:
             stats.stream_failures += 1
+            self._failure = error
             mapped = failure(error)
             if isinstance(error, AgentkitError | ApiError):
                 _log.warning(

@@ -1,24 +1,25 @@
-"""The agent loop's side of tracing: a run, its model turns, their tool calls.
+"""The agent loop's side of tracing: a run, its model turns, their tool calls; and the
+server's model turns (``agentkit serve``), each a ``chat`` span of its own.
 
 :class:`RunTrace` and :class:`ChatTrace` here do nothing; they are what an agent that is not
 instrumented gets, so the loop calls them unconditionally and pays a few no-op calls per
-turn (never per token). :func:`run_trace` returns the OpenTelemetry implementation
-(:mod:`agentkit.telemetry._otel`, imported only then) when instrumentation is on.
+turn (never per token). :func:`run_trace` and :func:`turn_trace` return the OpenTelemetry
+implementation (:mod:`agentkit.telemetry._otel`, imported only then) when instrumentation is
+on.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from agentkit.engine import GenerationRequest
-from agentkit.errors import AgentkitError
 from agentkit.events import TurnUsage
 from agentkit.telemetry._settings import Instrument, resolve
 from agentkit.tools._trace import CallTracer
 from agentkit.transcript import Message
 
-__all__ = ["ChatTrace", "RunInfo", "RunTrace", "run_trace"]
+__all__ = ["ChatTrace", "RunInfo", "RunTrace", "run_trace", "turn_trace"]
 
 
 class ChatTrace:
@@ -33,9 +34,10 @@ class ChatTrace:
         finish_reason: str,
         usage: TurnUsage,
         message: Message,
-        failure: AgentkitError | None,
+        failure: Exception | str | None,
     ) -> None:
-        """The model's part of the turn is over (its tools may still be running)."""
+        """The model's part of the turn is over (its tools may still be running).
+        ``failure``: the error that ended it, or why it was cut short (``"disconnect"``)."""
 
 
 _NO_CHAT = ChatTrace()
@@ -83,3 +85,23 @@ def run_trace(instrument: Instrument, *, run_id: str, engine: object, profile: s
     from agentkit.telemetry._otel import OtelRunTrace
 
     return OtelRunTrace(settings, RunInfo(run_id=run_id, engine=engine, profile=profile))
+
+
+def turn_trace(
+    request: GenerationRequest,
+    *,
+    engine: object,
+    profile: str,
+    headers: Mapping[str, str],
+) -> ChatTrace:
+    """The trace of one of the server's model turns (``agentkit serve``, no agent around
+    it): when :func:`~agentkit.telemetry.instrument_all` is on, a ``chat`` span with the
+    attributes of an agent's turn, the child of the trace the request's W3C ``traceparent``
+    header names (``headers``: the HTTP request's), or of the current span without one."""
+    settings = resolve(None)
+    if settings is None:
+        return _NO_CHAT
+    from agentkit.telemetry._otel import server_chat
+
+    info = RunInfo(run_id=request.request_id or "", engine=engine, profile=profile)
+    return server_chat(settings, info, request, headers)

@@ -12,24 +12,28 @@ Tool spans are children of the run, not of the chat span, because they outlive i
 finishes its turn while the tools still run. ``agentkit.tool.dispatch_offset_s`` says when,
 in the turn, each one was dispatched. Every span ends: the run's context manager ends what is
 still open (a turn or a call cut short by an error or a cancellation) with an error status.
+
+A model turn the server answers (``agentkit serve``) has no run: its ``chat`` span
+(:func:`server_chat`) is the child of the HTTP request's W3C trace context (``traceparent``),
+so a client's trace shows the model's turn under its own call.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextvars import Token
 from types import TracebackType
 from typing import Any
 
 from opentelemetry import context as otel_context
-from opentelemetry import trace
+from opentelemetry import propagate, trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode
 
 from agentkit.engine import GenerationRequest
-from agentkit.errors import AgentkitError, ToolError
+from agentkit.errors import ToolError
 from agentkit.events import ToolCallComplete, TurnUsage
 from agentkit.telemetry._content import (
     input_messages,
@@ -42,7 +46,7 @@ from agentkit.telemetry._instruments import Instruments, instruments
 from agentkit.telemetry._settings import Instrumentation
 from agentkit.transcript import Message, ToolResultBlock
 
-__all__ = ["OtelRunTrace"]
+__all__ = ["OtelRunTrace", "server_chat"]
 
 
 def _fail(span: Span, error: BaseException | str) -> None:
@@ -186,7 +190,7 @@ class OtelChatTrace(ChatTrace):
         finish_reason: str,
         usage: TurnUsage,
         message: Message,
-        failure: AgentkitError | None,
+        failure: Exception | str | None,
     ) -> None:
         run, span = self._run, self._span
         duration = time.perf_counter() - self._started
@@ -203,7 +207,7 @@ class OtelChatTrace(ChatTrace):
         measured = run.common("chat")
         if failure is not None:
             _fail(span, failure)
-            measured["error.type"] = type(failure).__name__
+            measured["error.type"] = failure if isinstance(failure, str) else type(failure).__name__
         tools = run.instruments
         tools.operation_duration.record(duration, measured)
         if ttft is not None:
@@ -229,6 +233,40 @@ class OtelChatTrace(ChatTrace):
     @property
     def started(self) -> float:
         return self._started
+
+
+class _RequestParent(OtelRunTrace):
+    """What a server turn's ``chat`` span hangs from: no run span, the HTTP request's trace
+    context (or the current one)."""
+
+    def __init__(self, settings: Instrumentation, info: RunInfo, parent: Context | None) -> None:
+        super().__init__(settings, info)
+        self._parent = parent
+
+    def start_child(
+        self, name: str, kind: SpanKind, attributes: dict[str, Any], links: Sequence[Link] = ()
+    ) -> Span:
+        span = self.instruments.tracer.start_span(
+            name, context=self._parent, kind=kind, attributes=attributes, links=links
+        )
+        self._open.add(span)
+        return span
+
+
+def server_chat(
+    settings: Instrumentation,
+    info: RunInfo,
+    request: GenerationRequest,
+    headers: Mapping[str, str],
+) -> OtelChatTrace:
+    """The ``chat`` span of one server turn, the child of the trace context that ``headers``
+    carry (W3C ``traceparent`` / ``tracestate``, read by the global propagator), or of the
+    current span when they carry none."""
+    parent: Context | None = None
+    if "traceparent" in headers:
+        carrier = {k: headers[k] for k in ("traceparent", "tracestate") if k in headers}
+        parent = propagate.extract(carrier)
+    return OtelChatTrace(_RequestParent(settings, info, parent), 1, request)
 
 
 class OtelCallSpan:
