@@ -180,16 +180,33 @@ class MessageStream:
         return sse("message_start", {"type": "message_start", "message": message})
 
     def finish(
-        self, stop_reason: str, output_tokens: int, *, stop_sequence: str | None = None
+        self,
+        stop_reason: str,
+        output_tokens: int,
+        *,
+        stop_sequence: str | None = None,
+        input_tokens: int | None = None,
+        cache_read_input_tokens: int | None = None,
     ) -> bytes:
-        """Close the block still open, then ``message_delta`` and ``message_stop``."""
+        """Close the block still open, then ``message_delta`` and ``message_stop``.
+
+        The delta's usage is cumulative, as the API's: the input counts, when given, replace
+        ``message_start``'s in the client's accumulated message. A remote engine reports the
+        cached prompt tokens only with its last chunk, after ``message_start`` was sent.
+        """
         self._check_streaming()
         out = self._close_open()
         self._finished = True
+        usage: dict[str, int] = {"output_tokens": output_tokens}
+        if input_tokens is not None:
+            usage["input_tokens"] = input_tokens
+        if cache_read_input_tokens is not None:
+            usage["cache_read_input_tokens"] = cache_read_input_tokens
+            usage["cache_creation_input_tokens"] = 0
         delta = {
             "type": "message_delta",
             "delta": {"stop_reason": stop_reason, "stop_sequence": stop_sequence},
-            "usage": {"output_tokens": output_tokens},
+            "usage": usage,
         }
         return out + sse("message_delta", delta) + sse("message_stop", {"type": "message_stop"})
 

@@ -281,7 +281,11 @@ class _MessagesAnswer(TurnAnswer):
     def finish(self, turn: ModelTurn) -> bytes:
         reason = stop_reason(turn.finish_reason, self.calls > 0, turn.stop_sequence)
         return self.stream.finish(
-            reason, turn.usage.output_tokens, stop_sequence=turn.stop_sequence
+            reason,
+            turn.usage.output_tokens,
+            stop_sequence=turn.stop_sequence,
+            input_tokens=turn.prompt_tokens or 0,
+            cache_read_input_tokens=turn.cached_prompt_tokens,
         )
 
     def fail(self, kind: str, message: str) -> bytes:
