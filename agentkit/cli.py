@@ -454,6 +454,10 @@ def _serve_command(args: argparse.Namespace) -> int:
         )
     api_key = args.api_key or os.environ.get("AGENTKIT_API_KEY") or None
     check_bind(args.host, api_key)
+    if args.otel:
+        from agentkit.telemetry import instrument_all
+
+        instrument_all()  # fails now, not at the first request, without OpenTelemetry
     signing = os.environ.get("AGENTKIT_SIGNING_KEY")
     if args.turn_store is None:
         turn_store: Path | None = default_turn_store_path()
@@ -666,9 +670,18 @@ def _build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--turn-store",
         metavar="FILE|memory",
-        help="where the turns behind exact replay are kept, so a conversation resumed after a "
-        "restart still replays token-exact: a SQLite file (default "
+        help="where the turns behind exact replay, and the stored Responses "
+        "(previous_response_id, GET /v1/responses/ID), are kept, so a conversation resumed "
+        "after a restart still replays token-exact: a SQLite file (default "
         "$AGENTKIT_CACHE_DIR/turns.sqlite), or 'memory' (forgotten on restart)",
+    )
+    serve.add_argument(
+        "--otel",
+        action="store_true",
+        help="trace each model turn (and a hosted agent's runs) with OpenTelemetry, through "
+        "the global providers (set them up with opentelemetry-instrument or your own "
+        "code); a turn's span is the child of the request's traceparent. Needs the 'otel' "
+        "extra",
     )
     serve.add_argument("--max-model-len", type=_positive_int, default=8192, help="default 8192")
     serve.add_argument(
