@@ -11,12 +11,12 @@ token. Each response keeps only its own items, so a turn costs storage for what 
 not for the whole conversation again.
 
 Two implementations share one interface: :class:`ResponseStore` in memory (bounded in
-responses, least recently used first), and :class:`SQLiteResponses`, the ``responses`` table
-of the server's turn file (:class:`~agentkit.server._turn_file.SQLiteTurnStore`: the same
-connection, writer thread and queue, bounded in responses and bytes). Continuing a response
-touches every response of its chain, so a conversation in use is not evicted from the
-middle; one whose earlier response was evicted can no longer be continued (a 404 that says
-so).
+responses and in bytes, least recently used first), and :class:`SQLiteResponses`, the
+``responses`` table of the server's turn file
+(:class:`~agentkit.server._turn_file.SQLiteTurnStore`: the same connection, writer thread
+and queue, bounded in responses and bytes). Continuing a response touches every response of
+its chain, so a conversation in use is not evicted from the middle; one whose earlier
+response was evicted can no longer be continued (a 404 that says so).
 
 Deleting a response hides it (``GET``, ``DELETE`` and ``previous_response_id`` answer 404)
 and removes it once no stored response continues it: the responses after it in a
@@ -117,23 +117,46 @@ class ResponseStore:
 
     Args:
         max_responses: how many responses to keep.
+        max_bytes: how many bytes of responses to keep, each measured as the turn file
+            stores it (its UTF-8 JSON record: input items, response object, exact turn), so
+            that a few huge responses (long outputs, images in their input) cannot grow the
+            server's memory without bound. A response larger than the bound on its own is
+            not kept.
     """
 
-    def __init__(self, max_responses: int = 4096) -> None:
+    def __init__(self, max_responses: int = 4096, max_bytes: int = 256 * 1024 * 1024) -> None:
         if max_responses < 1:
             raise ValueError(f"max_responses must be at least 1, not {max_responses}")
+        if max_bytes < 1:
+            raise ValueError(f"max_bytes must be at least 1, not {max_bytes}")
         self._max = max_responses
+        self._max_bytes = max_bytes
+        self._bytes = 0
+        """The size of the responses held (in memory)."""
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
         self._lock = threading.Lock()
 
-    def put(self, response: StoredResponse) -> None:
-        """Keep ``response``. Never blocks on I/O: it is called on the event loop."""
+    @property
+    def nbytes(self) -> int:
+        """The size of the responses held in memory (see ``max_bytes``)."""
         with self._lock:
-            self._entries[response.id] = _Entry(response)
-            self._entries.move_to_end(response.id)
+            return self._bytes
+
+    def put(self, response: StoredResponse) -> None:
+        """Keep ``response``. Never blocks on I/O: it is called on the event loop (measuring
+        it costs one JSON encoding of the response's own data, not its conversation's)."""
+        size = len(response.encode().encode())
+        with self._lock:
+            replaced = self._entries.get(response.id)
+            if replaced is not None:
+                self._bytes -= replaced.size
+            self._entries[response.id] = _Entry(response, size=size)
+            self._bytes += size
             if response.previous is not None and response.previous in self._entries:
                 self._entries[response.previous].children += 1
-            while len(self._entries) > self._max:
+            while self._entries and (
+                len(self._entries) > self._max or self._bytes > self._max_bytes
+            ):
                 gone, _ = next(iter(self._entries.items()))
                 self._remove(gone)
 
@@ -191,7 +214,9 @@ class ResponseStore:
         continues any longer."""
         current: str | None = response_id
         while current is not None:
-            previous = self._entries.pop(current).response.previous
+            entry = self._entries.pop(current)
+            self._bytes -= entry.size
+            previous = entry.response.previous
             current = None
             before = self._entries.get(previous) if previous is not None else None
             if before is not None:
@@ -214,6 +239,8 @@ class _Entry:
     response: StoredResponse
     hidden: bool = False
     children: int = 0
+    size: int = 0
+    """Bytes of the response's encoded record."""
 
 
 def _replayed(item: Mapping[str, Any]) -> dict[str, Any]:
