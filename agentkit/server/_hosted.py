@@ -52,6 +52,7 @@ from agentkit.events import AgentEvent, RunComplete, TurnComplete, TurnUsage
 from agentkit.server._context import ApiError, ServerContext
 from agentkit.server._exchange import Answer, Started, answer_started
 from agentkit.side_queries import AgentHints
+from agentkit.telemetry._hooks import request_parent
 from agentkit.transcript import Message, TextBlock, ToolResultBlock, Transcript
 
 if TYPE_CHECKING:
@@ -168,10 +169,13 @@ class HostedRun:
         stream: AgentStream[Any],
         run_id: str,
         client_tools: Sequence[ClientTool],
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         self.hosted = hosted
         self.stream = stream
         self.run_id = run_id
+        self._headers: Mapping[str, str] = headers or {}
+        """The HTTP request's headers: its ``traceparent`` parents the run's spans."""
         self.record = _Record(_Named(run_id))
         self.last_finish_reason: str | None = None
         """The finish reason of the run's last model turn."""
@@ -214,9 +218,13 @@ class HostedRun:
     async def events(self) -> AsyncGenerator[AgentEvent, None]:
         iterator = aiter(self.stream)
         try:
-            async for event in iterator:
+            # The run starts at its first event: its spans under the request's trace, if any.
+            with request_parent(self._headers, self.hosted.agent.instrument):
+                event = await anext(iterator, None)
+            while event is not None:
                 self._note(event)
                 yield event
+                event = await anext(iterator, None)
         except UsageLimitExceeded as error:
             if error.limit != "output_tokens":
                 raise
@@ -350,9 +358,11 @@ class HostedAgent:
         max_output_tokens: int | None = None,
         temperature: float | None = None,
         top_p: float | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> HostedRun:
         """A run of the agent on ``transcript`` (it starts when its events are read), with the
-        request's sampling fields (see :meth:`sampling`)."""
+        request's sampling fields (see :meth:`sampling`); ``headers``: the HTTP request's
+        (a W3C ``traceparent`` there parents the run's spans)."""
         try:
             stream = self.agent.stream(
                 self.transcript(transcript),
@@ -365,7 +375,7 @@ class HostedAgent:
             )
         except ConfigurationError as error:
             raise ApiError("invalid_request_error", str(error)) from error
-        return HostedRun(self, stream, run_id, client_tools)
+        return HostedRun(self, stream, run_id, client_tools, headers)
 
 
 class RunAnswer(Answer["HostedRun", AgentEvent]):

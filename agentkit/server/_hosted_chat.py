@@ -362,6 +362,7 @@ def hosted_chat_routes(hosted: HostedAgent, context: ServerContext) -> list[Rout
                 max_output_tokens=parsed.max_completion_tokens or parsed.max_tokens,
                 temperature=parsed.temperature,
                 top_p=parsed.top_p,
+                headers=request.headers,
             )
             run_ref.append(run)
             return run

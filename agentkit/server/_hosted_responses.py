@@ -383,6 +383,7 @@ class _Adapter:
                 max_output_tokens=parsed.max_output_tokens,
                 temperature=parsed.temperature,
                 top_p=parsed.top_p,
+                headers=request.headers,
             )
             run_ref.append(run)
             return run

@@ -19,7 +19,7 @@ from agentkit.telemetry._settings import Instrument, resolve
 from agentkit.tools._trace import CallTracer
 from agentkit.transcript import Message
 
-__all__ = ["ChatTrace", "RunInfo", "RunTrace", "run_trace", "turn_trace"]
+__all__ = ["ChatTrace", "RunInfo", "RunTrace", "request_parent", "run_trace", "turn_trace"]
 
 
 class ChatTrace:
@@ -105,3 +105,19 @@ def turn_trace(
 
     info = RunInfo(run_id=request.request_id or "", engine=engine, profile=profile)
     return server_chat(settings, info, request, headers)
+
+
+@contextlib.contextmanager
+def request_parent(headers: Mapping[str, str], instrument: Instrument = None) -> Iterator[None]:
+    """While inside, the trace that an HTTP request's W3C ``traceparent`` header names is the
+    current context, so an agent run started here (a hosted agent's, ``agentkit serve
+    --agent``) has its ``invoke_agent`` span under the client's. Nothing happens when the
+    run is not instrumented (``instrument``: the agent's setting) or the request carries no
+    ``traceparent``."""
+    if "traceparent" not in headers or resolve(instrument) is None:
+        yield
+        return
+    from agentkit.telemetry._otel import attached_parent
+
+    with attached_parent(headers):
+        yield

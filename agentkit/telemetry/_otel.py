@@ -46,7 +46,7 @@ from agentkit.telemetry._instruments import Instruments, instruments
 from agentkit.telemetry._settings import Instrumentation
 from agentkit.transcript import Message, ToolResultBlock
 
-__all__ = ["OtelRunTrace", "server_chat"]
+__all__ = ["OtelRunTrace", "attached_parent", "server_chat"]
 
 
 def _fail(span: Span, error: BaseException | str) -> None:
@@ -262,11 +262,30 @@ def server_chat(
     """The ``chat`` span of one server turn, the child of the trace context that ``headers``
     carry (W3C ``traceparent`` / ``tracestate``, read by the global propagator), or of the
     current span when they carry none."""
-    parent: Context | None = None
-    if "traceparent" in headers:
-        carrier = {k: headers[k] for k in ("traceparent", "tracestate") if k in headers}
-        parent = propagate.extract(carrier)
-    return OtelChatTrace(_RequestParent(settings, info, parent), 1, request)
+    return OtelChatTrace(_RequestParent(settings, info, _request_context(headers)), 1, request)
+
+
+def _request_context(headers: Mapping[str, str]) -> Context | None:
+    """The trace context ``headers`` carry (W3C ``traceparent`` / ``tracestate``, read by the
+    global propagator), or ``None`` without a ``traceparent``."""
+    if "traceparent" not in headers:
+        return None
+    carrier = {k: headers[k] for k in ("traceparent", "tracestate") if k in headers}
+    return propagate.extract(carrier)
+
+
+@contextlib.contextmanager
+def attached_parent(headers: Mapping[str, str]) -> Iterator[None]:
+    """The trace context ``headers`` carry is the current one while inside."""
+    parent = _request_context(headers)
+    if parent is None:
+        yield
+        return
+    token = otel_context.attach(parent)
+    try:
+        yield
+    finally:
+        otel_context.detach(token)
 
 
 class OtelCallSpan:

@@ -1,6 +1,7 @@
 """``agentkit serve``'s model turns as ``chat`` spans (the SDK's in-memory exporter): the same
 attributes as an agent's turn, the child of the client's W3C ``traceparent`` when it sends
-one, an error status when the turn fails, and nothing at all unless instrumentation is on."""
+one, an error status when the turn fails, and nothing at all unless instrumentation is on. A
+hosted agent's run keeps its own span tree, under the client's ``traceparent`` too."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from agentkit.engine import GenerationChunk, GenerationRequest, TokenizedScripte
 from agentkit.errors import EngineError
 from agentkit.profiles import get_profile
 from agentkit.server._app import ServerConfig, create_app
+from agentkit.server._hosted_routes import hosted_routes
 from agentkit.server._openai_chat import chat_routes
 from agentkit.server._openai_responses import responses_routes_factory
 from agentkit.server._runtime import ServerRuntime
@@ -161,3 +163,29 @@ async def test_server_turns_are_not_traced_unless_instrumentation_is_on() -> Non
         response = await http.post("/v1/chat/completions", json=_chat())
         assert response.status_code == 200
     assert otel.finished() == []
+
+
+async def test_a_hosted_agents_run_is_traced_under_the_clients_traceparent(otel: Otel) -> None:
+    agent = agentkit.Agent(engine=Scripted([ANSWER]), profile="qwen3")
+    app = create_app(
+        ServerRuntime(agent.engine, agent.profile),
+        ServerConfig(model_name="hosted", api_key=KEY),
+        adapters=[hosted_routes(agent)],
+    )
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://localhost", headers=HEADERS
+    ) as http:
+        response = await http.post(
+            "/v1/responses",
+            json={"model": "hosted", "input": "hi", "stream": True},
+            headers={"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01"},
+        )
+        assert response.status_code == 200, response.text
+    (run,) = otel.named("invoke_agent")
+    (chat,) = otel.named("chat")
+    assert run.context is not None
+    assert f"{run.context.trace_id:032x}" == TRACE_ID
+    assert run.parent is not None
+    assert f"{run.parent.span_id:016x}" == PARENT_ID
+    assert chat.parent is not None
+    assert chat.parent.span_id == run.context.span_id  # the agent's own tree, under the client
