@@ -263,6 +263,13 @@ def create_app(
     )
 
 
+def _uncached(turn: ModelTurn) -> int:
+    """The API's ``input_tokens``: the prompt tokens the cache did not serve (the prompt is
+    ``input_tokens + cache_read_input_tokens + cache_creation_input_tokens``; clients such as
+    Claude Code add them up to show the context used)."""
+    return max((turn.prompt_tokens or 0) - turn.cached_prompt_tokens, 0)
+
+
 class _MessagesAnswer(TurnAnswer):
     """A Messages API turn: its server-sent events, or the message."""
 
@@ -272,7 +279,7 @@ class _MessagesAnswer(TurnAnswer):
         self.calls = 0
 
     def start(self, turn: ModelTurn) -> bytes:
-        return self.stream.start(turn.prompt_tokens or 0, turn.cached_prompt_tokens)
+        return self.stream.start(_uncached(turn), turn.cached_prompt_tokens)
 
     def event(self, event: ParseEvent) -> bytes:
         self.calls += isinstance(event, ToolCallComplete)
@@ -284,7 +291,7 @@ class _MessagesAnswer(TurnAnswer):
             reason,
             turn.usage.output_tokens,
             stop_sequence=turn.stop_sequence,
-            input_tokens=turn.prompt_tokens or 0,
+            input_tokens=_uncached(turn),
             cache_read_input_tokens=turn.cached_prompt_tokens,
         )
 
@@ -304,7 +311,7 @@ class _MessagesAnswer(TurnAnswer):
                 model=self.stream.model,
                 message=message,
                 stop_reason=reason,
-                input_tokens=turn.prompt_tokens or 0,
+                input_tokens=_uncached(turn),
                 output_tokens=turn.usage.output_tokens,
                 cache_read_input_tokens=turn.cached_prompt_tokens,
                 sign=self.signer.sign,

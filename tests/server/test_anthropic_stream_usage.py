@@ -21,7 +21,7 @@ KEY = "test-key"
 
 
 def test_cached_tokens_known_only_at_the_end_reach_the_sdks_final_message() -> None:
-    fake = FakeDynamo(outputs=["Hello there."], cached=32)
+    fake = FakeDynamo(outputs=["Hello there."], cached=16)
     runtime = ServerRuntime(engine_for(fake), get_profile("qwen3"))
     app = create_app(runtime, ServerConfig(model_name="tiny", api_key=KEY))
     request: dict[str, Any] = {
@@ -41,8 +41,10 @@ def test_cached_tokens_known_only_at_the_end_reach_the_sdks_final_message() -> N
     assert message.content[0].text == "Hello there."  # type: ignore[union-attr]
     (body, _) = fake.bodies
     prompt_tokens = len(body["prompt"])
-    assert message.usage.cache_read_input_tokens == 32
+    assert message.usage.cache_read_input_tokens == 16
     assert message.usage.cache_creation_input_tokens == 0
-    assert message.usage.input_tokens == prompt_tokens
+    # input_tokens counts what the cache did not serve: the three add up to the prompt.
+    assert message.usage.input_tokens == prompt_tokens - 16
+    assert start.message.usage.input_tokens == prompt_tokens  # nothing known cached yet
     assert message.usage.output_tokens == whole.usage.output_tokens > 0
-    assert whole.usage.cache_read_input_tokens == 32
+    assert whole.usage.cache_read_input_tokens == 16

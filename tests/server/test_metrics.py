@@ -95,7 +95,8 @@ def test_metrics_after_requests_of_every_api() -> None:
 
     prompt = value(found, "agentkit_prompt_tokens", "agentkit_prompt_tokens_total")
     output = value(found, "agentkit_output_tokens", "agentkit_output_tokens_total")
-    assert prompt >= sum(u["input_tokens"] for u in usage) > 0
+    prompts = [u["input_tokens"] + (u.get("cache_read_input_tokens") or 0) for u in usage]
+    assert prompt >= sum(prompts) > 0
     assert output >= sum(u["output_tokens"] for u in usage) > 0
     ratio = "agentkit_cached_prompt_ratio"
     assert value(found, ratio, f"{ratio}_count") == 6
@@ -110,16 +111,19 @@ def test_token_counters_equal_what_the_responses_reported() -> None:
     with running(build(engine)) as url, httpx.Client(base_url=url, headers=HEADERS) as http:
         usage = [http.post(PATHS["anthropic"], json=conversation).json()["usage"] for _ in "ab"]
         found = scrape(http)
-    assert value(found, "agentkit_prompt_tokens", "agentkit_prompt_tokens_total") == sum(
-        u["input_tokens"] for u in usage
-    )
+    # Anthropic's input_tokens leave out what the cache served: with it, the whole prompt.
+    prompts = [u["input_tokens"] + (u.get("cache_read_input_tokens") or 0) for u in usage]
+    assert usage[1].get("cache_read_input_tokens"), "the second request hits the cache"
+    assert value(found, "agentkit_prompt_tokens", "agentkit_prompt_tokens_total") == sum(prompts)
     assert value(found, "agentkit_output_tokens", "agentkit_output_tokens_total") == sum(
         u["output_tokens"] for u in usage
     )
     cached = value(found, "agentkit_cached_prompt_tokens", "agentkit_cached_prompt_tokens_total")
     assert cached == sum(u.get("cache_read_input_tokens") or 0 for u in usage)
     ratio = "agentkit_cached_prompt_ratio"
-    expected = sum((u.get("cache_read_input_tokens") or 0) / u["input_tokens"] for u in usage)
+    expected = sum(
+        (u.get("cache_read_input_tokens") or 0) / p for u, p in zip(usage, prompts, strict=True)
+    )
     assert value(found, ratio, f"{ratio}_sum") == pytest.approx(expected)
 
 
