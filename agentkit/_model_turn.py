@@ -15,6 +15,7 @@ handed over as the list the parser returned (no per-event await).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
@@ -225,18 +226,28 @@ class ModelTurn:
         """
         feed = self.parser.feed
         record_ids = self.token_ids.extend
-        async with aclosing(self._engine.generate(self.request)) as chunks:
-            async for chunk in chunks:
-                # Bookkeeping first: a consumer that stops at this chunk's events keeps its ids.
-                record_ids(chunk.token_ids)
-                if chunk.usage is not None or chunk.finish_reason is not None:
-                    self._on_end_of(chunk)
-                if chunk.text:
-                    events = feed(chunk.text)
-                    if events:
-                        yield events
-                if watch is not None and watch(chunk):
-                    return
+        try:
+            async with aclosing(self._engine.generate(self.request)) as chunks:
+                async for chunk in chunks:
+                    # Bookkeeping first: a consumer that stops at these events keeps the ids.
+                    record_ids(chunk.token_ids)
+                    if chunk.usage is not None or chunk.finish_reason is not None:
+                        self._on_end_of(chunk)
+                    if chunk.text:
+                        events = feed(chunk.text)
+                        if events:
+                            yield events
+                    if watch is not None and watch(chunk):
+                        return
+        finally:
+            self._count_output()
+
+    def _count_output(self) -> None:
+        """A stream stopped before its final usage (a budget, a disconnect, a failure) still
+        generated its tokens: the output count is at least the ids received."""
+        generated = len(self.token_ids)
+        if generated > self.usage.output_tokens:
+            self.usage = dataclasses.replace(self.usage, output_tokens=generated)
 
     def _on_end_of(self, chunk: GenerationChunk) -> None:
         """A chunk with usage (prefill done, or the end) or a finish reason (the end)."""

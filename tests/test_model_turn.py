@@ -9,7 +9,7 @@ import pytest
 from _hermes import hermes
 
 import agentkit
-from agentkit._model_turn import TurnOptions, request_options
+from agentkit._model_turn import ModelTurns, TurnOptions, request_options
 from agentkit.engine import GenerationRequest, TokenizedScriptedEngine
 from agentkit.errors import ConfigurationError
 from agentkit.profiles import get_profile
@@ -136,3 +136,21 @@ def test_the_server_refuses_a_clash_the_agent_refuses() -> None:
     )
     with pytest.raises(ConfigurationError, match="priority"):
         runtime.start(spec, request_id="r")
+
+
+async def test_a_turn_stopped_before_its_final_usage_still_counts_its_output() -> None:
+    scripted = engine(["a long answer that goes on and on"])
+    turns = ModelTurns(scripted, QWEN3)
+    prompt = turns.prompt(Transcript.from_prompt("hi"))
+    turn = turns.start(prompt, TurnOptions(), request_id="r")
+    seen = 0
+
+    def stop_after_three(chunk: object) -> bool:
+        nonlocal seen
+        seen += 1
+        return seen == 3
+
+    async for _ in turn.stream(stop_after_three):
+        pass
+    assert len(turn.token_ids) >= 3
+    assert turn.usage.output_tokens == len(turn.token_ids)
