@@ -16,6 +16,8 @@ handed over as the list the parser returned (no per-event await).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
@@ -31,7 +33,7 @@ from agentkit.parsing import StreamParser
 from agentkit.profiles import Profile, ReplayPolicy
 from agentkit.transcript import Message, Transcript
 
-__all__ = ["ModelTurn", "ModelTurns", "TurnOptions", "request_options"]
+__all__ = ["ModelTurn", "ModelTurns", "TurnOptions", "conversation_id", "request_options"]
 
 ChunkWatch = Callable[[GenerationChunk], bool]
 """Called after each chunk's events are handed over; ``True`` stops the turn (the request is
@@ -87,6 +89,32 @@ def request_options(
         )
     merged.update(options.extra)
     return merged
+
+
+def conversation_id(
+    transcript: Transcript, tools: Sequence[Mapping[str, Any]] = (), *, key: str | None = None
+) -> str:
+    """The conversation's session id, the same for every turn and every run of it: what keeps
+    its requests on the worker (or replica) holding its KV cache (Dynamo's
+    ``x-dynamo-session-id``, RemoteEngine's replica choice).
+
+    ``key`` when the caller has one (an agentkit session's id; over HTTP, the client's
+    conversation key: Codex's ``prompt_cache_key``, Claude Code's ``metadata.user_id``), else
+    the conversation's start: the messages up to the first user message and the tools, which
+    every later turn and run begins with. Either is hashed, so what a client sent (a user id,
+    say) travels no further, and two conversations that start alike share a worker, which
+    holds their common prefix anyway.
+    """
+    digest = hashlib.sha256()
+    if key:
+        digest.update(b"client\0" + key.encode())
+    else:
+        messages = transcript.messages
+        first_user = next((i for i, m in enumerate(messages) if m.role == "user"), len(messages))
+        start = [m.model_dump(mode="json") for m in messages[: first_user + 1]]
+        digest.update(b"start\0")
+        digest.update(json.dumps([start, list(tools)], sort_keys=True).encode())
+    return f"conv_{digest.hexdigest()[:32]}"
 
 
 class ModelTurns:
@@ -155,8 +183,8 @@ class ModelTurns:
         """The turn for ``prompt``: its request (options merged by :func:`request_options`)
         and a fresh parser. Generation starts when :meth:`ModelTurn.stream` is iterated.
 
-        ``session_id`` names the conversation for engines that route by it; default: the
-        run in ``context``."""
+        ``session_id`` names the conversation for engines that route by it
+        (:func:`conversation_id`); default: the run in ``context``."""
         choice = options.tool_choice
         request = GenerationRequest(
             prompt=prompt.text,

@@ -24,7 +24,7 @@ from agentkit._channel import EventChannel
 from agentkit._detached import DetachedIteration
 from agentkit._detached import supported as detached_supported
 from agentkit._logging import bind_run, get_logger
-from agentkit._model_turn import ModelTurns, TurnOptions
+from agentkit._model_turn import ModelTurns, TurnOptions, conversation_id
 from agentkit._result import RunResult, RunUsage
 from agentkit._tool_choice import ToolChoice, validate_tool_choice
 from agentkit.approvals import ClientTool, PendingApproval, RunState, check_client_tools
@@ -92,6 +92,7 @@ class AgentStream(Generic[OutputT]):
             None if session is None else session.open_run(transcript, resumed=resume is not None)
         )
         """The run's hold on its session: loads into ``transcript``, saves each turn."""
+        self._conversation_id: str | None = None
         self.run_id = resume.state.run_id if resume else f"run_{uuid.uuid4().hex[:16]}"
         self._usage: list[TurnUsage] = list(resume.state.usage) if resume else []
         self._resume = resume
@@ -349,6 +350,7 @@ class AgentStream(Generic[OutputT]):
             ),
             request_id=f"{self.run_id}-{turn}",
             context=RequestContext(self.run_id, turn, tuple(self.transcript), turns.tools, choice),
+            session_id=self._conversation(),
         )
         request = model_turn.request
         chat = self._trace.chat(turn, request)
@@ -443,6 +445,15 @@ class AgentStream(Generic[OutputT]):
             stop.transcript = self.transcript
             raise stop
         return message
+
+    def _conversation(self) -> str:
+        """The conversation's session id, for engines that keep a conversation on the worker
+        holding its cache: the agentkit session's id, else the conversation's start, so that
+        a later run continuing this transcript (and a side query on it) lands there too."""
+        if self._conversation_id is None:
+            key = self._session.session.id if self._session is not None else None
+            self._conversation_id = conversation_id(self.transcript, self._turns.tools, key=key)
+        return self._conversation_id
 
     def _for_context(self, result: ToolResultBlock) -> ToolResultBlock:
         """The result as the model sees it: truncated by the agent's policy, the full output

@@ -47,6 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentkit._control_tokens import guard_for
 from agentkit._hints import AgentHints
+from agentkit._model_turn import conversation_id
 from agentkit._prompt import PromptBuilder
 from agentkit._sequences import common_prefix_len
 from agentkit.engine import Engine, GenerationRequest, Usage
@@ -472,7 +473,11 @@ def parse_side_answer(kind: SideQueryKind, raw: str, *, url: str | None = None) 
 
 
 async def _ask(
-    engine: Engine, prompt: SideQueryPrompt, stop: Sequence[str], hints: AgentHints | None
+    engine: Engine,
+    prompt: SideQueryPrompt,
+    stop: Sequence[str],
+    hints: AgentHints | None,
+    session_id: str,
 ) -> tuple[str, Usage]:
     request = GenerationRequest(
         prompt=prompt.text,
@@ -483,6 +488,7 @@ async def _ask(
         request_id=f"side-{prompt.kind}-{uuid.uuid4().hex[:12]}",
         extra=dict(prompt.extra),
         hints=hints,
+        session_id=session_id,
     )
     pieces: list[str] = []
     usage = Usage()
@@ -505,8 +511,13 @@ async def run_side_query(
     urls: Sequence[str] | None = None,
     hints: AgentHints | None = None,
     max_tokens: int | None = None,
+    session_id: str | None = None,
 ) -> SideQueryResult:
     """Ask one side query about ``transcript`` (unchanged) and return its typed result.
+
+    ``session_id``: the conversation's, so an engine that routes by it sends the query to
+    the worker holding the conversation's cache; default: the one the agent's runs on this
+    transcript use (:func:`agentkit._model_turn.conversation_id` of its start and tools).
 
     Raises :class:`SideQueryError` for an answer that cannot be read; engine failures
     propagate as :class:`~agentkit.errors.EngineError`.
@@ -516,6 +527,7 @@ async def run_side_query(
     )
     if kind == "read_url" and not prompts:
         return UrlsResult(urls_to_read=[])
+    session = session_id or conversation_id(transcript, tools)
     answers: list[tuple[str, Usage] | None] = [None] * len(prompts)
 
     async def one(i: int, prompt: SideQueryPrompt) -> None:
@@ -524,7 +536,7 @@ async def run_side_query(
                 prompt.kind, prompt.text, prompt.token_ids, prompt.shared_prefix_tokens,
                 prompt.suffix, max_tokens, prompt.extra, prompt.url,
             )  # fmt: skip
-        answers[i] = await _ask(engine, prompt, profile.stop, hints)
+        answers[i] = await _ask(engine, prompt, profile.stop, hints, session)
 
     async with anyio.create_task_group() as group:
         for i, prompt in enumerate(prompts):
@@ -576,6 +588,7 @@ async def run_side_queries(
     replay: ReplayPolicy | None = None,
     urls: Sequence[str] | None = None,
     hints: AgentHints | None = None,
+    session_id: str | None = None,
 ) -> dict[SideQueryKind, SideQueryResult | SideQueryError]:
     """Ask several side queries about ``transcript`` concurrently.
 
@@ -588,7 +601,7 @@ async def run_side_queries(
         try:
             out[kind] = await run_side_query(
                 engine, profile, transcript, kind,
-                tools=tools, replay=replay, urls=urls, hints=hints,
+                tools=tools, replay=replay, urls=urls, hints=hints, session_id=session_id,
             )  # fmt: skip
         except SideQueryError as error:
             out[kind] = error

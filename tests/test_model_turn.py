@@ -14,6 +14,7 @@ from agentkit.engine import GenerationRequest, TokenizedScriptedEngine
 from agentkit.errors import ConfigurationError
 from agentkit.profiles import get_profile
 from agentkit.server._runtime import ServerRuntime, TurnSpec
+from agentkit.sessions import MemorySessionStore
 from agentkit.transcript import Transcript
 
 pytestmark = pytest.mark.anyio
@@ -154,3 +155,22 @@ async def test_a_turn_stopped_before_its_final_usage_still_counts_its_output() -
         pass
     assert len(turn.token_ids) >= 3
     assert turn.usage.output_tokens == len(turn.token_ids)
+
+
+async def test_a_conversation_keeps_one_session_id_across_runs_and_side_queries() -> None:
+    scripted = engine(["one", "two", '{"title": "Greetings"}', "three", "four"])
+    agent = agentkit.Agent(scripted, profile="qwen3", system="Be brief.")
+    first = await agent.run("hi")
+    transcript = first.transcript
+    transcript.add("user", "and then?")
+    second = await agent.run(transcript)
+    await agent.side_query("title", transcript=second.transcript)
+    await agent.run("a different conversation")
+    store = MemorySessionStore()
+    await agent.run("hello", session=store.session("s1"))
+    sessions = [request.session_id for request in scripted.requests]
+    assert first.run_id != second.run_id
+    assert sessions[0] == sessions[1] == sessions[2], "runs and side queries of one conversation"
+    assert sessions[3] != sessions[0]
+    assert sessions[4] not in sessions[:4], "an agentkit session names its own conversation"
+    assert all(s is not None and s.startswith("conv_") for s in sessions)

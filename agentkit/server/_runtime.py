@@ -14,9 +14,7 @@ prompt begins with the previous prompt and the exact generated tokens.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
-import json
 from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +22,7 @@ from typing import Any
 
 from agentkit._hints import AgentHints
 from agentkit._logging import get_logger
-from agentkit._model_turn import ModelTurn, ModelTurns, TurnOptions
+from agentkit._model_turn import ModelTurn, ModelTurns, TurnOptions, conversation_id
 from agentkit._prompt import Prompt
 from agentkit._tool_choice import ToolChoice, validate_tool_choice
 from agentkit.engine import Engine
@@ -163,27 +161,9 @@ class ServerRuntime:
 
 
 def session_id(spec: TurnSpec) -> str:
-    """The conversation's session id, the same for every turn of it: what keeps its requests
-    on the worker (or replica) holding its KV cache (Dynamo's ``x-dynamo-session-id``,
-    RemoteEngine's replica choice).
-
-    The client's key when it gave one (Codex sends its conversation id as
-    ``prompt_cache_key``; Claude Code its session in ``metadata.user_id``), else the
-    conversation's start: the system prompt, the first user message and the tools, which a
-    client resends unchanged every turn. Either is hashed, so what the client sent (a user
-    id, say) does not travel further, and two conversations that start alike share a worker,
-    which holds their common prefix anyway.
-    """
-    digest = hashlib.sha256()
-    if spec.session:
-        digest.update(b"client\0" + spec.session.encode())
-    else:
-        messages = spec.transcript.messages
-        first_user = next((i for i, m in enumerate(messages) if m.role == "user"), len(messages))
-        start = [m.model_dump(mode="json") for m in messages[: first_user + 1]]
-        digest.update(b"start\0")
-        digest.update(json.dumps([start, list(spec.tools)], sort_keys=True).encode())
-    return f"conv_{digest.hexdigest()[:32]}"
+    """The conversation's session id (:func:`agentkit._model_turn.conversation_id`): the
+    client's key when it gave one, else the conversation's start."""
+    return conversation_id(spec.transcript, spec.tools, key=spec.session)
 
 
 async def first_event(events: AsyncGenerator[ParseEvent, None]) -> ParseEvent | None:

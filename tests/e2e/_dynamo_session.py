@@ -90,6 +90,7 @@ async def session(engine: Any, prompt: str) -> dict[str, Any]:
     result = await agent.run(prompt)
     return {
         "run_id": result.run_id,
+        "session_ids": sorted({str(r.session_id) for r in recorder.requests}),
         "output_text": result.output_text,
         "transcript": [
             {

@@ -116,10 +116,13 @@ def test_every_turn_after_the_first_is_served_from_the_cache(run: dict[str, Any]
 
 def test_each_session_stays_on_one_worker_with_its_hints(run: dict[str, Any]) -> None:
     requests = run["worker_requests"]
-    run_ids = {session["run_id"] for session in run["dynamo"]}
-    assert len(requests) == len(run_ids) * len(run["script"])
-    for run_id in run_ids:
-        mine = [r for r in requests if (r["agent_context"] or {}).get("session_id") == run_id]
+    # Every turn of a run names its conversation alike; the two conversations differ.
+    assert all(len(session["session_ids"]) == 1 for session in run["dynamo"])
+    session_ids = {session["session_ids"][0] for session in run["dynamo"]}
+    assert len(session_ids) == len(run["dynamo"])
+    assert len(requests) == len(session_ids) * len(run["script"])
+    for session_id in session_ids:
+        mine = [r for r in requests if (r["agent_context"] or {}).get("session_id") == session_id]
         assert [r["turn"] for r in mine] == list(range(len(run["script"])))
         assert len({r["worker"] for r in mine}) == 1, mine
     for request in requests:

@@ -12,6 +12,7 @@ from _fake_dynamo import STOP, TOKENIZER, URL, FakeDynamo, engine_for
 from _hermes import hermes
 
 import agentkit
+from agentkit._model_turn import conversation_id
 from agentkit.engine import GenerationChunk, GenerationRequest, RequestContext
 from agentkit.engine._remote import RemoteEngine
 from agentkit.errors import ConfigurationError, EngineError
@@ -177,7 +178,9 @@ async def test_an_agent_keeps_one_session_hints_and_exact_replay_on_dynamo() -> 
     output = TOKENIZER.encode(calling + STOP)
     assert second[: len(first) + len(output)] == first + output
     sessions = {headers["x-dynamo-session-id"] for headers in fake.headers}
-    assert sessions == {result.run_id}
+    # One session for the conversation (the agent names it by its start, so that a later
+    # run continuing it lands on the same worker).
+    assert sessions == {conversation_id(result.transcript, agent.registry.specs())}
     hints = {"priority": -4, "osl": 50}
     assert [body["nvext"]["agent_hints"] for body in fake.bodies] == [hints] * 2
 
