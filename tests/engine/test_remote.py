@@ -169,6 +169,14 @@ def serve(fake: Fake) -> Iterator[str]:
 _HELD: list[socket.socket] = []
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _release_held_ports() -> Iterator[None]:
+    """Close the ports :func:`refused_url` kept once this module's tests are done."""
+    yield
+    while _HELD:
+        _HELD.pop().close()
+
+
 def refused_url() -> str:
     """A local port bound but not listening: connections to it are refused at once, and no
     other process can take the port while the tests run (the socket is kept)."""
