@@ -170,6 +170,20 @@ class ChatStream:
         (the SDKs raise on the first; clients that wait for the second stop there too)."""
         return self.error(kind, message) + self.done()
 
+    def completion(
+        self, message: dict[str, Any], finish_reason: str, usage: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The non-streaming response (a ``chat.completion``) with ``message``."""
+        choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason}
+        return {
+            "id": self.completion_id,
+            "object": "chat.completion",
+            "created": self.created,
+            "model": self.model,
+            "choices": [choice],
+            "usage": usage,
+        }
+
     def message(self) -> dict[str, Any]:
         """The assistant message the chunks so far add up to."""
         message: dict[str, Any] = {

@@ -294,22 +294,7 @@ class _Answer(RunAnswer):
         stream = self.stream
         message = stream.message()
         message["agentkit_server_tools"] = self.server_tools
-        choice = {
-            "index": 0,
-            "message": message,
-            "logprobs": None,
-            "finish_reason": self._finish_reason(run),
-        }
-        return JSONResponse(
-            {
-                "id": stream.completion_id,
-                "object": "chat.completion",
-                "created": stream.created,
-                "model": stream.model,
-                "choices": [choice],
-                "usage": self._usage(run),
-            }
-        )
+        return JSONResponse(stream.completion(message, self._finish_reason(run), self._usage(run)))
 
 
 def hosted_chat_routes(hosted: HostedAgent, context: ServerContext) -> list[Route]:

@@ -54,7 +54,6 @@ from agentkit.events import (
     TurnComplete,
 )
 from agentkit.server._context import ApiError, ServerContext, agent_hints
-from agentkit.server._errors import openai_error
 from agentkit.server._exchange import cache_breaks, endpoint
 from agentkit.server._hosted import (
     SERVER_LABEL,
@@ -64,7 +63,7 @@ from agentkit.server._hosted import (
     answer_run,
     resolve_tool_choice,
 )
-from agentkit.server._response_store import History, MissingResponse, response_store
+from agentkit.server._response_store import History
 from agentkit.server._responses_request import (
     InputConverter,
     ResponsesRequest,
@@ -72,11 +71,10 @@ from agentkit.server._responses_request import (
     Tools,
     input_items,
     read_body,
-    stored_response,
 )
-from agentkit.server._responses_stream import ResponseStream, _Item, new_id
+from agentkit.server._responses_stream import ResponseStream, _Item, new_id, response_envelope
 from agentkit.server._sealing import Sealer
-from agentkit.transcript import Message
+from agentkit.server._stored_responses import StoredResponses, responses_error
 
 __all__ = ["hosted_responses_routes", "unfold_server_calls"]
 
@@ -322,31 +320,18 @@ def hosted_responses_routes(hosted: HostedAgent, context: ServerContext) -> list
     /v1/responses/{id}`` serve the stored responses."""
     adapter = _Adapter(hosted, context)
     return [
-        Route("/v1/responses", endpoint(context, adapter.create, _error), methods=["POST"]),
         Route(
-            "/v1/responses/{response_id}",
-            endpoint(context, adapter.retrieve, _error),
-            methods=["GET"],
+            "/v1/responses", endpoint(context, adapter.create, responses_error), methods=["POST"]
         ),
-        Route(
-            "/v1/responses/{response_id}",
-            endpoint(context, adapter.delete, _error),
-            methods=["DELETE"],
-        ),
+        *adapter.stored.routes(),
     ]
-
-
-def _error(error: ApiError) -> Response:
-    """The Responses API's error response (OpenAI's shape)."""
-    body = openai_error(error.kind, error.message, error.param, error.code)
-    return JSONResponse(body, status_code=error.status)
 
 
 class _Adapter:
     def __init__(self, hosted: HostedAgent, context: ServerContext) -> None:
         self.hosted = hosted
         self.context = context
-        self.responses = response_store(context.runtime.turns)
+        self.stored = StoredResponses(context)
         self.sealer = Sealer()
         self.warned: set[str] = set()
 
@@ -399,7 +384,7 @@ class _Adapter:
             where = ".".join(str(p) for p in detail["loc"])
             raise ApiError("invalid_request_error", f"{where}: {detail['msg']}") from error
         tools = Tools.convert(parsed.tools, self._warn_once)
-        history = self._history(parsed.previous_response_id)
+        history = self.stored.history(parsed.previous_response_id)
         if history is None:
             unfolded = parsed.model_copy(update={"input": unfold_server_calls(input_items(parsed))})
         else:
@@ -411,69 +396,15 @@ class _Adapter:
         cache_breaks(converter.cache_breaks, hosted=True)
         return parsed, tools, transcript
 
-    def _history(self, previous: str | None) -> History | None:
-        if previous is None:
-            return None
-        try:
-            return self.responses.history(previous)
-        except MissingResponse as error:
-            raise ApiError(
-                "invalid_request_error", str(error), param="previous_response_id", status=404
-            ) from error
-
     def _keep(self, req: ResponsesRequest, response: dict[str, Any], run: HostedRun) -> None:
-        if req.store is not False and response["status"] in ("completed", "incomplete"):
-            generated = run.generated()
-            last: Message | None = generated[-1] if generated else None
-            self.responses.put(stored_response(req, response, last))
-
-    async def retrieve(self, request: Request) -> Response:
-        response_id = str(request.path_params["response_id"])
-        stored = await self.context.work(self.responses.get, response_id)
-        if stored is None or not response_id.startswith("resp_"):
-            raise _not_found(response_id)
-        return JSONResponse(stored.response)
-
-    async def delete(self, request: Request) -> Response:
-        response_id = str(request.path_params["response_id"])
-        if not response_id.startswith("resp_") or not await self.context.work(
-            self.responses.delete, response_id
-        ):
-            raise _not_found(response_id)
-        return JSONResponse({"id": response_id, "object": "response.deleted", "deleted": True})
-
-
-def _not_found(response_id: str) -> ApiError:
-    return ApiError(
-        "invalid_request_error", f"Response with id '{response_id}' not found.", status=404
-    )
+        generated = run.generated()
+        self.stored.keep(req, response, generated[-1] if generated else None)
 
 
 def _envelope(req: ResponsesRequest, response_id: str, tools: Tools) -> dict[str, Any]:
-    return copy.deepcopy(
-        {
-            "id": response_id,
-            "object": "response",
-            "created_at": int(time.time()),
-            "status": "in_progress",
-            "model": req.model,
-            "output": [],
-            "instructions": req.instructions,
-            "tools": tools.echoed,
-            "tool_choice": req.tool_choice if req.tool_choice is not None else "auto",
-            "parallel_tool_calls": req.parallel_tool_calls is not False,
-            "max_output_tokens": req.max_output_tokens,
-            "temperature": req.temperature,
-            "top_p": req.top_p,
-            "reasoning": {"effort": None, "summary": None},
-            "text": {"format": {"type": "text"}},
-            "truncation": "disabled",
-            "store": req.store is not False,
-            "previous_response_id": req.previous_response_id,
-            "metadata": req.metadata or {},
-            "user": req.user,
-            "error": None,
-            "incomplete_details": None,
-            "usage": None,
-        }
-    )
+    """The response object's fixed fields: the request's, except that the agent's own
+    settings decide its reasoning and the answer's format (text)."""
+    envelope = response_envelope(req, response_id, tools)
+    envelope["reasoning"] = {"effort": None, "summary": None}
+    envelope["text"] = {"format": {"type": "text"}}
+    return copy.deepcopy(envelope)

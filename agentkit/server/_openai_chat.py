@@ -156,21 +156,8 @@ class _ChatAnswer(TurnAnswer):
         assert turn.message is not None
         self.remember(turn)
         replay(stream, turn.message)
-        choice = {
-            "index": 0,
-            "message": stream.message(),
-            "logprobs": None,
-            "finish_reason": finish_reason(turn.finish_reason, bool(stream.calls)),
-        }
-        return JSONResponse(
-            {
-                "id": stream.completion_id,
-                "object": "chat.completion",
-                "created": stream.created,
-                "model": stream.model,
-                "choices": [choice],
-                "usage": usage_json(
-                    turn.prompt_tokens or 0, turn.usage.output_tokens, turn.cached_prompt_tokens
-                ),
-            }
+        reason = finish_reason(turn.finish_reason, bool(stream.calls))
+        usage = usage_json(
+            turn.prompt_tokens or 0, turn.usage.output_tokens, turn.cached_prompt_tokens
         )
+        return JSONResponse(stream.completion(stream.message(), reason, usage))

@@ -34,7 +34,6 @@ stands in).
 from __future__ import annotations
 
 import json
-import time
 import zlib
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -50,15 +49,8 @@ from agentkit.errors import (
 )
 from agentkit.events import ParseEvent, ToolCallComplete
 from agentkit.server._context import ApiError, ServerContext, agent_hints
-from agentkit.server._errors import openai_error
 from agentkit.server._exchange import TurnAnswer, answer_turn, cache_breaks, endpoint
 from agentkit.server._ids import new_call_id
-from agentkit.server._response_store import (
-    History,
-    MissingResponse,
-    item_page,
-    response_store,
-)
 from agentkit.server._responses_request import (
     SEAL_PURPOSE,
     InputConverter,
@@ -66,12 +58,12 @@ from agentkit.server._responses_request import (
     Tools,
     UnverifiableReasoning,
     read_body,
-    stored_response,
     tool_choice,
 )
-from agentkit.server._responses_stream import ResponseStream, new_id
+from agentkit.server._responses_stream import ResponseStream, new_id, response_envelope
 from agentkit.server._runtime import ModelTurn, ServerRuntime, TurnSpec
 from agentkit.server._sealing import Sealer
+from agentkit.server._stored_responses import StoredResponses, responses_error
 from agentkit.transcript import Message
 
 __all__ = ["ResponsesRequest", "responses_routes", "responses_routes_factory"]
@@ -102,33 +94,13 @@ def responses_routes_factory(
         return [
             Route("/v1/responses", adapter.endpoint(adapter.create), methods=["POST"]),
             Route("/v1/responses", adapter.websocket_refusal, methods=["GET"]),
-            Route(
-                "/v1/responses/{response_id}",
-                adapter.endpoint(adapter.retrieve),
-                methods=["GET"],
-            ),
-            Route(
-                "/v1/responses/{response_id}",
-                adapter.endpoint(adapter.delete),
-                methods=["DELETE"],
-            ),
-            Route(
-                "/v1/responses/{response_id}/input_items",
-                adapter.endpoint(adapter.input_items),
-                methods=["GET"],
-            ),
+            *adapter.stored.routes(),
         ]
 
     return factory
 
 
 # -- the endpoint ----------------------------------------------------------------------------
-
-
-def _shape(error: ApiError) -> Response:
-    """The Responses API's error response (OpenAI's shape)."""
-    body = openai_error(error.kind, error.message, error.param, error.code)
-    return JSONResponse(body, status_code=error.status)
 
 
 class _ResponsesAnswer(TurnAnswer):
@@ -180,17 +152,17 @@ class _Adapter:
         self.sealer = sealer.bound(json.dumps(served))
         self.unverifiable = unverifiable
         self.warned: set[str] = set()
-        self.responses = response_store(self.runtime.turns)
+        self.stored = StoredResponses(context)
 
     def endpoint(
         self, handler: Callable[[Request], Awaitable[Response]]
     ) -> Callable[[Request], Awaitable[Response]]:
-        return endpoint(self.context, handler, _shape)
+        return endpoint(self.context, handler, responses_error)
 
     async def websocket_refusal(self, request: Request) -> Response:
         """Codex tries a WebSocket on ``GET /v1/responses`` first; 426 makes it use HTTP."""
         message = "this server has no WebSocket mode: POST /v1/responses (server-sent events)"
-        return _shape(ApiError("invalid_request_error", message, status=426))
+        return responses_error(ApiError("invalid_request_error", message, status=426))
 
     async def create(self, request: Request) -> Response:
         try:
@@ -203,7 +175,7 @@ class _Adapter:
         reasoning = parsed.reasoning or {}
         include = set(parsed.include or [])
         summary = reasoning.get("summary") or reasoning.get("generate_summary")
-        envelope = _envelope(parsed, response_id, tools)
+        envelope = response_envelope(parsed, response_id, tools)
         seal = None
         if "reasoning.encrypted_content" in include:
             seal = self._sealing(response_id)
@@ -217,7 +189,7 @@ class _Adapter:
         answer = _ResponsesAnswer(
             stream,
             single_call=parsed.parallel_tool_calls is False,
-            keep=lambda turn: self._keep(parsed, stream.response, turn.message),
+            keep=lambda turn: self.stored.keep(parsed, stream.response, turn.message),
         )
         return await answer_turn(
             self.context, request, spec, answer, turn_id=response_id, stream=bool(parsed.stream)
@@ -238,7 +210,7 @@ class _Adapter:
         tools = Tools.convert(parsed.tools, self._warn_once)
         choice = tool_choice(parsed.tool_choice, tools, self._warn_once)
         converter = InputConverter(self.runtime, self.sealer, self.unverifiable, self._warn_once)
-        transcript = converter.convert(parsed, self._history(parsed.previous_response_id))
+        transcript = converter.convert(parsed, self.stored.history(parsed.previous_response_id))
         cache_breaks(converter.cache_breaks)
         reasoning = parsed.reasoning or {}
         response_id = new_id("resp_")
@@ -255,43 +227,6 @@ class _Adapter:
             call_ids=new_call_id,
         )
         return parsed, tools, spec, response_id
-
-    def _history(self, previous: str | None) -> History | None:
-        if previous is None:
-            return None
-        try:
-            return self.responses.history(previous)
-        except MissingResponse as error:
-            raise ApiError(
-                "invalid_request_error", str(error), param="previous_response_id", status=404
-            ) from error
-
-    def _keep(self, req: ResponsesRequest, response: dict[str, Any], turn: Message | None) -> None:
-        """Store a finished response the request asked to store (on the event loop: the
-        store queues the write)."""
-        if req.store is not False and response["status"] in ("completed", "incomplete"):
-            self.responses.put(stored_response(req, response, turn))
-
-    async def retrieve(self, request: Request) -> Response:
-        if request.query_params.get("stream", "false").lower() != "false":
-            message = "stream: a stored response is finished; retrieve it without stream"
-            raise ApiError("invalid_request_error", message, param="stream")
-        stored = await self.context.work(self.responses.get, _path_id(request))
-        if stored is None:
-            raise _not_found(_path_id(request))
-        return JSONResponse(stored.response)
-
-    async def delete(self, request: Request) -> Response:
-        response_id = _path_id(request)
-        if not await self.context.work(self.responses.delete, response_id):
-            raise _not_found(response_id)
-        return JSONResponse({"id": response_id, "object": "response.deleted", "deleted": True})
-
-    async def input_items(self, request: Request) -> Response:
-        stored = await self.context.work(self.responses.get, _path_id(request))
-        if stored is None:
-            raise _not_found(_path_id(request))
-        return JSONResponse(item_page(stored.input, request.query_params))
 
     def _sealing(self, response_id: str) -> Callable[[int, str, Message | None], str]:
         profile = self.runtime.profile.name
@@ -315,49 +250,3 @@ class _Adapter:
         if key not in self.warned:
             self.warned.add(key)
             _log.warning(message)
-
-
-def _envelope(req: ResponsesRequest, response_id: str, tools: Tools) -> dict[str, Any]:
-    """The response object's fields that do not change while it is generated."""
-    reasoning = req.reasoning or {}
-    text = dict(req.text or {})
-    text.setdefault("format", {"type": "text"})
-    return {
-        "id": response_id,
-        "object": "response",
-        "created_at": int(time.time()),
-        "status": "in_progress",
-        "model": req.model,
-        "output": [],
-        "instructions": req.instructions,
-        "tools": tools.echoed,
-        "tool_choice": req.tool_choice if req.tool_choice is not None else "auto",
-        "parallel_tool_calls": req.parallel_tool_calls is not False,
-        "max_output_tokens": req.max_output_tokens,
-        "temperature": req.temperature,
-        "top_p": req.top_p,
-        "reasoning": {
-            "effort": reasoning.get("effort"),
-            "summary": reasoning.get("summary") or reasoning.get("generate_summary"),
-        },
-        "text": text,
-        "truncation": "disabled",
-        "store": req.store is not False,
-        "previous_response_id": req.previous_response_id,
-        "prompt_cache_key": req.prompt_cache_key,
-        "metadata": req.metadata or {},
-        "user": req.user,
-        "error": None,
-        "incomplete_details": None,
-        "usage": None,
-    }
-
-
-def _path_id(request: Request) -> str:
-    return str(request.path_params["response_id"])
-
-
-def _not_found(response_id: str) -> ApiError:
-    return ApiError(
-        "invalid_request_error", f"Response with id '{response_id}' not found.", status=404
-    )

@@ -26,7 +26,7 @@ from agentkit.events import (
     ToolCallComplete,
     ToolCallStarted,
 )
-from agentkit.server._responses_request import ToolRef, new_id
+from agentkit.server._responses_request import ResponsesRequest, ToolRef, Tools, new_id
 from agentkit.server._runtime import ModelTurn
 from agentkit.transcript import Message, ReasoningBlock
 
@@ -355,3 +355,40 @@ def _json_equal(text: str, value: dict[str, Any]) -> bool:
         return bool(json.loads(text) == value) if text else not value
     except ValueError:
         return False
+
+
+def response_envelope(req: ResponsesRequest, response_id: str, tools: Tools) -> dict[str, Any]:
+    """The response object's fields that do not change while it is generated, as the
+    request set them."""
+    reasoning = req.reasoning or {}
+    text = dict(req.text or {})
+    text.setdefault("format", {"type": "text"})
+    return {
+        "id": response_id,
+        "object": "response",
+        "created_at": int(time.time()),
+        "status": "in_progress",
+        "model": req.model,
+        "output": [],
+        "instructions": req.instructions,
+        "tools": tools.echoed,
+        "tool_choice": req.tool_choice if req.tool_choice is not None else "auto",
+        "parallel_tool_calls": req.parallel_tool_calls is not False,
+        "max_output_tokens": req.max_output_tokens,
+        "temperature": req.temperature,
+        "top_p": req.top_p,
+        "reasoning": {
+            "effort": reasoning.get("effort"),
+            "summary": reasoning.get("summary") or reasoning.get("generate_summary"),
+        },
+        "text": text,
+        "truncation": "disabled",
+        "store": req.store is not False,
+        "previous_response_id": req.previous_response_id,
+        "prompt_cache_key": req.prompt_cache_key,
+        "metadata": req.metadata or {},
+        "user": req.user,
+        "error": None,
+        "incomplete_details": None,
+        "usage": None,
+    }
