@@ -190,6 +190,8 @@ class _Answer(RunAnswer):
         self._runs = runs
         self._include_usage = include_usage
         self._server_blocks: set[int] = set()
+        self._client_calls: dict[int, list[ToolCallStarted | ToolCallArgumentsDelta]] = {}
+        """A client call's events, by block, until it is complete."""
         self.server_tools: list[dict[str, Any]] = []
         self._by_id: dict[str, dict[str, Any]] = {}
 
@@ -205,23 +207,31 @@ class _Answer(RunAnswer):
         if isinstance(e, TurnComplete):
             stream.next_turn()
             self._server_blocks = set()
+            self._client_calls = {}
             return b""
         if isinstance(e, ReasoningDelta | ReasoningComplete | TextDelta | TextComplete):
             return stream.event(e)
         if isinstance(e, ToolCallStarted):
             if self.run.is_client_call(e.name):
-                return stream.event(e)
+                # Held until the call is complete and valid: a call the agent cannot read is
+                # answered with an error result and the run goes on, so the client must
+                # never have been shown it to run.
+                self._client_calls[e.index] = [e]
+                return b""
             self._server_blocks.add(e.index)
             return b""
         if isinstance(e, ToolCallArgumentsDelta):
-            return b"" if e.index in self._server_blocks else stream.event(e)
+            if e.index in self._client_calls:
+                self._client_calls[e.index].append(e)
+            return b""
         if isinstance(e, ToolCallComplete):
+            held = self._client_calls.pop(e.index, [])
             if (
                 e.index not in self._server_blocks
                 and self.run.is_client_call(e.name)
                 and e.error is None
             ):
-                return stream.event(e)
+                return b"".join(stream.event(x) for x in [*held, e])
             arguments = json.dumps(e.arguments if e.error is None else {}, ensure_ascii=False)
             entry: dict[str, Any] = {
                 "id": e.id,

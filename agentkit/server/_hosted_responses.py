@@ -161,19 +161,29 @@ class _RunStream(ResponseStream):
         self._server_blocks: dict[int, _Item] = {}
         self._by_call: dict[str, _Item] = {}
         self._arguments: dict[str, list[str]] = {}
+        self._client_calls: dict[int, list[ToolCallStarted | ToolCallArgumentsDelta]] = {}
+        """A client call's events, by block, until it is complete."""
 
     def run_event(self, e: AgentEvent, for_model: Callable[[ToolResultEvent], str]) -> bytes:
         if isinstance(e, TurnComplete):
             self.next_turn()
             self._server_blocks = {}
+            self._client_calls = {}
             return b""
         if isinstance(e, ToolResultEvent):
             return self._result(e, for_model(e))
         if isinstance(e, ToolCallStarted):
             if self._is_client(e.name):
-                return self.event(e)
+                # Held until the call is complete and valid: a call the agent cannot read
+                # (malformed, off its schema) is answered with an error result and the run
+                # goes on, so the client must never have been shown it to run.
+                self._client_calls[e.index] = [e]
+                return b""
             return self._mcp_item(e.index, e.id, e.name)
         if isinstance(e, ToolCallArgumentsDelta):
+            if e.index in self._client_calls:
+                self._client_calls[e.index].append(e)
+                return b""
             item = self._server_blocks.get(e.index)
             if item is None:
                 return self.event(e)
@@ -187,8 +197,9 @@ class _RunStream(ResponseStream):
                 delta=e.delta,
             )
         if isinstance(e, ToolCallComplete):
+            held = self._client_calls.pop(e.index, [])
             if e.index not in self._server_blocks and (self._is_client(e.name) and e.error is None):
-                return self.event(e)
+                return b"".join(self.event(x) for x in [*held, e])
             out = b"" if e.index in self._server_blocks else self._mcp_item(e.index, e.id, e.name)
             item = self._server_blocks[e.index]
             streamed = "".join(self._arguments[e.id])

@@ -199,6 +199,26 @@ async def test_a_failing_server_tool_is_a_failed_mcp_call_the_model_recovers_fro
     assert chat.choices[0].message.content == "Sorry, no data for Oslo."
 
 
+async def test_a_client_tool_call_the_agent_cannot_read_never_reaches_the_client() -> None:
+    # The agent answers a call it cannot parse with an error result and the run goes on: the
+    # client must not see a function_call to run, streamed or in the response. (Arguments
+    # that parse but miss the schema go to the client, as the API returns them unchecked.)
+    bad_call = '<tool_call>\n{"name": "ask_user", "arguments": {"question": }}\n</tool_call>'
+    outputs = [bad_call, "Which unit do you prefer?"]
+    async with client(make(outputs)) as sdk:
+        stream = await sdk.responses.create(
+            model="hosted", input="Weather?", tools=[ASK], stream=True
+        )
+        events = [event async for event in stream]
+    added = [e.item.type for e in events if e.type == "response.output_item.added"]
+    assert "function_call" not in added
+    final = next(e.response for e in events if e.type == "response.completed")
+    assert not [i for i in final.output if isinstance(i, ResponseFunctionToolCall)]
+    [failed] = [i for i in final.output if isinstance(i, McpCall)]
+    assert failed.status == "failed"
+    assert final.output_text == "Which unit do you prefer?"
+
+
 # -- Chat Completions ------------------------------------------------------------------------
 
 
@@ -275,6 +295,24 @@ async def test_chat_stream_shows_server_tools_in_the_extension_and_continues_exa
     assert (final.choices[0].message.model_extra or {})["agentkit_server_tools"] == []
     extends(engine, 2)
     extends(engine, 3)  # the hidden turns restored: the client never sent them
+
+
+async def test_a_chat_client_tool_call_the_agent_cannot_read_never_reaches_the_client() -> None:
+    bad_call = '<tool_call>\n{"name": "ask_user", "arguments": {"question": }}\n</tool_call>'
+    async with client(make([bad_call, "Which unit do you prefer?"])) as sdk:
+        stream = await sdk.chat.completions.create(
+            model="hosted",
+            messages=[{"role": "user", "content": "Weather?"}],
+            tools=[CHAT_ASK],
+            stream=True,
+        )
+        chunks = [chunk async for chunk in stream]
+    calls = [c for chunk in chunks for ch in chunk.choices for c in ch.delta.tool_calls or []]
+    assert calls == []
+    reasons = [ch.finish_reason for chunk in chunks for ch in chunk.choices if ch.finish_reason]
+    assert reasons == ["stop"]
+    text = "".join(ch.delta.content or "" for chunk in chunks for ch in chunk.choices)
+    assert text.endswith("Which unit do you prefer?")
 
 
 async def test_chat_without_streaming_lists_the_server_tools_on_the_message() -> None:
