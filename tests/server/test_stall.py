@@ -70,4 +70,8 @@ def test_health_answers_while_a_maximum_size_request_is_processed() -> None:
     assert answer.json()["input_tokens"] > LIMIT // 2
     (duration,) = took
     assert len(waits) >= 5, (waits, duration)
-    assert max(waits) < duration / 4, (max(waits), duration)
+    # Work on the event loop would hold health checks up for about the whole request. A
+    # worker thread still holds the GIL through C-level steps (parsing the 30 MB of JSON is
+    # one, about a fifth of the request here, longer under a large heap's collections), so
+    # the bound is half the request's time, not a quarter, which flaked.
+    assert max(waits) < duration / 2, (max(waits), duration)
