@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import aclosing
 from pathlib import Path
 from typing import Any
@@ -53,16 +53,24 @@ EXPECTED_OUTPUT_TOKENS = 64
 
 
 class Recorder:
-    """Passes requests to ``inner`` and keeps them (their prompt ids)."""
+    """Passes requests to ``inner`` and keeps them (their prompt ids), each first rewritten
+    by ``rewrite`` when given."""
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(
+        self,
+        inner: Any,
+        rewrite: Callable[[GenerationRequest], GenerationRequest] | None = None,
+    ) -> None:
         self.inner = inner
+        self.rewrite = rewrite
         self.requests: list[GenerationRequest] = []
         self.encode = inner.encode
         self.decode = inner.decode
         self.control_tokens = inner.control_tokens
 
     async def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationChunk, None]:
+        if self.rewrite is not None:
+            request = self.rewrite(request)
         self.requests.append(request)
         async with aclosing(self.inner.generate(request)) as chunks:
             async for chunk in chunks:
@@ -88,9 +96,17 @@ async def session(engine: Any, prompt: str) -> dict[str, Any]:
         request_options={"agent_hints": {"expected_output_tokens": EXPECTED_OUTPUT_TOKENS}},
     )
     result = await agent.run(prompt)
+    return session_record(result, recorder.requests)
+
+
+def session_record(
+    result: agentkit.RunResult[Any], requests: Sequence[GenerationRequest]
+) -> dict[str, Any]:
+    """What the tests compare of one session: its transcript (without the random call ids),
+    each turn's usage, each request's prompt ids and session id."""
     return {
         "run_id": result.run_id,
-        "session_ids": sorted({str(r.session_id) for r in recorder.requests}),
+        "session_ids": sorted({str(r.session_id) for r in requests}),
         "output_text": result.output_text,
         "transcript": [
             {
@@ -104,7 +120,7 @@ async def session(engine: Any, prompt: str) -> dict[str, Any]:
             for message in result.transcript.messages
         ],
         "turns": [turn.model_dump(mode="json") for turn in result.usage.turns],
-        "prompt_ids": [list(r.prompt_token_ids or []) for r in recorder.requests],
+        "prompt_ids": [list(r.prompt_token_ids or []) for r in requests],
     }
 
 

@@ -23,16 +23,15 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncGenerator, Sequence
-from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
 import anyio
 from _dynamo_deploy import DYNAMO, SERVED, VLLM_PYTHON, deployment, logs_of
+from _dynamo_session import Recorder, command_output, lookup, session_record
 
 import agentkit
-from agentkit.engine import GenerationChunk, GenerationRequest, RemoteEngine, VLLMEngine
+from agentkit.engine import GenerationRequest, RemoteEngine, VLLMEngine
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "slow"))
 from _tiny_model import MARKERS, forced
@@ -54,59 +53,22 @@ OUTPUTS = [
 ]
 
 
-class Forced:
-    """Forces each request's output, in order, through ``request.extra``; keeps the
-    requests."""
-
-    def __init__(self, inner: Any, marker_ids: dict[str, int]) -> None:
-        self.inner = inner
-        self.outputs = list(OUTPUTS)
-        self.marker_ids = marker_ids
-        self.requests: list[GenerationRequest] = []
-        self.encode = inner.encode
-        self.decode = inner.decode
-        self.control_tokens = inner.control_tokens
-
-    async def generate(self, request: GenerationRequest) -> AsyncGenerator[GenerationChunk, None]:
-        extra = {**request.extra, **forced(self.outputs.pop(0), self.marker_ids)}
-        request = dataclasses.replace(request, extra=extra)
-        self.requests.append(request)
-        async with aclosing(self.inner.generate(request)) as chunks:
-            async for chunk in chunks:
-                yield chunk
-
-
-@agentkit.tool
-async def lookup(q: str) -> str:
-    """Look q up."""
-    return f"result-{q}"
-
-
 async def session(inner: Any, marker_ids: dict[str, int]) -> dict[str, Any]:
-    forcing = Forced(inner, marker_ids)
+    outputs = list(OUTPUTS)
+
+    def force(request: GenerationRequest) -> GenerationRequest:
+        """The next output, forced through ``request.extra``."""
+        extra = {**request.extra, **forced(outputs.pop(0), marker_ids)}
+        return dataclasses.replace(request, extra=extra)
+
+    forcing = Recorder(inner, force)
     # Greedy: the regex admits one text but several tokenizations of it; both engines must
     # pick the same one.
     agent = agentkit.Agent(
         engine=forcing, tools=[lookup], profile="qwen3", temperature=0.0, max_tokens=256
     )
     result = await agent.run(PROMPT)
-    return {
-        "run_id": result.run_id,
-        "output_text": result.output_text,
-        "transcript": [
-            {
-                "role": message.role,
-                "blocks": [
-                    b.model_dump(mode="json", exclude={"id", "call_id"}) for b in message.content
-                ],
-                "raw": message.raw,
-                "token_ids": message.token_ids,
-            }
-            for message in result.transcript.messages
-        ],
-        "turns": [turn.model_dump(mode="json") for turn in result.usage.turns],
-        "prompt_ids": [list(r.prompt_token_ids or []) for r in forcing.requests],
-    }
+    return session_record(result, forcing.requests)
 
 
 async def in_process(model: Path) -> dict[str, Any]:
@@ -140,10 +102,6 @@ def worker_command(model: Path) -> list[str]:
         *("--discovery-backend", "file", "--request-plane", "tcp", "--event-plane", "zmq"),
         *("--namespace", "agentkit"),
     ]
-
-
-def command_output(command: Sequence[str]) -> str:
-    return subprocess.run(command, check=True, capture_output=True, text=True).stdout
 
 
 def main() -> None:

@@ -67,30 +67,44 @@ def tiny_model(path: Path) -> Path:
     return Path(module.build_tiny_model(path))
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    setup = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "dynamo_setup.sh")],
+def run_driver(
+    tmp: pytest.TempPathFactory,
+    driver: Path,
+    *setup: str,
+    setup_timeout: float,
+    timeout: float,
+) -> dict[str, Any]:
+    """Install Dynamo (``scripts/dynamo_setup.sh`` with ``setup``: cached after the first
+    time), build the tiny model, run ``driver`` in a private network namespace and return
+    what it wrote."""
+    what = " ".join(["scripts/dynamo_setup.sh", *setup])
+    installed = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "dynamo_setup.sh"), *setup],
         capture_output=True,
         text=True,
-        timeout=900,
+        timeout=setup_timeout,
     )
-    if setup.returncode != 0:
-        pytest.fail(f"scripts/dynamo_setup.sh failed:\n{setup.stdout[-3000:]}{setup.stderr}")
+    if installed.returncode != 0:
+        pytest.fail(f"{what} failed:\n{installed.stdout[-3000:]}{installed.stderr}")
     unshare = namespace_command()
-    work = tmp_path_factory.mktemp("dynamo")
+    work = tmp.mktemp(driver.stem)
     model = tiny_model(work / "model")
     out = work / "result.json"
     done = subprocess.run(
-        [*unshare, sys.executable, str(DRIVER), "--model", str(model), "--out", str(out)],
+        [*unshare, sys.executable, str(driver), "--model", str(model), "--out", str(out)],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=timeout,
     )
     if done.returncode != 0:
-        pytest.fail(f"the Dynamo session failed:\n{done.stdout[-6000:]}\n{done.stderr[-6000:]}")
+        pytest.fail(f"{driver.name} failed:\n{done.stdout[-8000:]}\n{done.stderr[-6000:]}")
     result: dict[str, Any] = json.loads(out.read_text())
     return result
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return run_driver(tmp_path_factory, DRIVER, setup_timeout=900, timeout=300)
 
 
 def test_transcripts_match_the_in_process_engine(run: dict[str, Any]) -> None:

@@ -19,14 +19,11 @@ install: the in-process engine and the worker each load the model).
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_dynamo import ROOT, namespace_command, tiny_model
+from test_dynamo import run_driver
 
 pytestmark = pytest.mark.e2e
 
@@ -35,30 +32,7 @@ DRIVER = Path(__file__).with_name("_dynamo_vllm_session.py")
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    setup = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "dynamo_setup.sh"), "--vllm"],
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
-    if setup.returncode != 0:
-        pytest.fail(f"scripts/dynamo_setup.sh --vllm failed:\n{setup.stdout[-3000:]}{setup.stderr}")
-    unshare = namespace_command()
-    work = tmp_path_factory.mktemp("dynamo-vllm")
-    model = tiny_model(work / "model")
-    out = work / "result.json"
-    done = subprocess.run(
-        [*unshare, sys.executable, str(DRIVER), "--model", str(model), "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    if done.returncode != 0:
-        pytest.fail(
-            f"the Dynamo vLLM session failed:\n{done.stdout[-8000:]}\n{done.stderr[-4000:]}"
-        )
-    result: dict[str, Any] = json.loads(out.read_text())
-    return result
+    return run_driver(tmp_path_factory, DRIVER, "--vllm", setup_timeout=1800, timeout=600)
 
 
 def test_the_session_matches_the_in_process_engine_token_for_token(run: dict[str, Any]) -> None:
