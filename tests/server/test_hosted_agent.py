@@ -18,6 +18,7 @@ import openai
 import pytest
 from _harness import running
 from _hosted_app import ASK, CURRENT, KEY, ORDER, SCRIPT, RecordingEngine, eventually, make
+from _toolsets import FakeToolset
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage
 from openai.types.responses.response_output_item import McpCall
 
@@ -515,44 +516,13 @@ async def test_the_clients_system_text_follows_the_agents_own() -> None:
         assert "You help with the weather.\n\nBe brief." in request.prompt
 
 
-class Docs:
-    """A toolset (as an MCP server is) counting its starts and closes."""
-
-    def __init__(self) -> None:
-        self.started = 0
-        self.closed = 0
-        self._running = False
-
-    @property
-    def name(self) -> str:
-        return "docs"
-
-    @property
-    def running(self) -> bool:
-        return self._running
-
-    async def start(self) -> None:
-        self.started += 1
-        self._running = True
-
-    async def close(self) -> None:
-        self.closed += 1
-        self._running = False
-
-    async def list_tools(self) -> list[agentkit.Tool]:
-        async def lookup(arguments: dict[str, Any]) -> str:
-            return "found it"
-
-        return [agentkit.Tool("lookup", "Look it up.", {"type": "object"}, lookup)]
-
-
 async def test_a_hosted_agents_toolsets_run_as_long_as_the_server(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from _hosted_app import hermes
 
     monkeypatch.setenv("AGENTKIT_CACHE_DIR", str(tmp_path / "cache"))
-    docs = Docs()
+    docs = FakeToolset("docs", "lookup")
     agent = agentkit.Agent(
         engine=RecordingEngine([hermes("lookup"), "Done."] * 2),
         tools=[docs],
@@ -563,6 +533,6 @@ async def test_a_hosted_agents_toolsets_run_as_long_as_the_server(
         for _ in range(2):
             response = await sdk.responses.create(model="hosted", input="Find it.")
             [call] = [item for item in response.output if isinstance(item, McpCall)]
-            assert call.output == "found it"
+            assert call.output == "docs.lookup"
         assert (docs.started, docs.closed) == (1, 0)  # not once per request
     assert (docs.started, docs.closed) == (1, 1)
