@@ -4,59 +4,29 @@
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx
 import openai
 import pytest
-from _hosted_app import ASK, KEY, eventually
+from _hosted_app import ASK, KEY
+from _process import agentkit_serve
 from openai.types.responses import ResponseFunctionToolCall
 from openai.types.responses.response_output_item import McpCall
 
 import agentkit
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def test_agentkit_serve_hosts_the_agent_a_module_names(tmp_path: Path) -> None:
-    log = tmp_path / "server.log"
     here = Path(__file__).parent
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(here), os.environ.get("PYTHONPATH", "")]),
-        "AGENTKIT_CACHE_DIR": str(tmp_path / "cache"),
-    }
-    process: subprocess.Popen[bytes] | None = None
-    for _attempt in range(3):  # another process may take the free port first
-        port = _free_port()
-        command = [
-            sys.executable,
-            "-m",
-            "agentkit.cli",
-            "serve",
-            "--agent=_hosted_app:agent",
-            f"--port={port}",
-            f"--api-key={KEY}",
-        ]
-        with log.open("wb") as sink:
-            process = subprocess.Popen(
-                command, env=env, cwd=tmp_path, stdout=sink, stderr=subprocess.STDOUT
-            )
-        if _started(process, port):
-            break
-        process.kill()
-        process.wait(timeout=30)
-    else:
-        pytest.fail(f"agentkit serve --agent did not start:\n{log.read_text()}")
-    assert process is not None
+    path = os.pathsep.join([str(here), os.environ.get("PYTHONPATH", "")])
+    with agentkit_serve(
+        tmp_path, "--agent=_hosted_app:agent", f"--api-key={KEY}", env={"PYTHONPATH": path}
+    ) as (_, port, _):
+        _drive(port)
+
+
+def _drive(port: int) -> None:
     sdk = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=KEY, max_retries=0)
     try:
         first = sdk.responses.create(model="hosted", input="Weather in Paris?", tools=[ASK])  # type: ignore[list-item]
@@ -82,20 +52,6 @@ def test_agentkit_serve_hosts_the_agent_a_module_names(tmp_path: Path) -> None:
         assert messages.status_code == 404  # the Messages API serves bare models only
     finally:
         sdk.close()
-        process.kill()
-        process.wait(timeout=30)
-
-
-def _started(process: subprocess.Popen[bytes], port: int) -> bool:
-    eventually(lambda: _healthy(port) or process.poll() is not None)
-    return _healthy(port)
-
-
-def _healthy(port: int) -> bool:
-    try:
-        return httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def test_load_agent_and_the_cli_say_what_is_wrong(tmp_path: Path) -> None:

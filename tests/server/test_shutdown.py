@@ -16,11 +16,9 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import json
-import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -32,6 +30,7 @@ import anyio
 import httpx
 import pytest
 from _harness import running
+from _process import agentkit_serve
 from _serving import API_NAMES, HEADERS, KEY, MODEL, PATHS, body, json_data, sse_events
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -100,66 +99,18 @@ def _choice(text: str, finish_reason: str | None) -> str:
     return f"data: {json.dumps({'choices': [choice]})}\n\n"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def _ready(process: subprocess.Popen[bytes], port: int) -> bool:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and process.poll() is None:
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                return True
-        time.sleep(0.1)
-    return False
-
-
-def _kill(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.kill()
-        process.wait(timeout=30)
-
-
 @contextlib.contextmanager
 def serve(tmp_path: Path, *engine: str) -> Iterator[tuple[subprocess.Popen[bytes], int, Path]]:
     """``agentkit serve`` on a free port with ``engine``'s options, until the block ends."""
-    log = tmp_path / "server.log"
-    process: subprocess.Popen[bytes] | None = None
-    for _attempt in range(3):  # another process may take the free port first
-        port = _free_port()
-        command = [
-            sys.executable,
-            "-m",
-            "agentkit.cli",
-            "serve",
-            *engine,
-            "--profile=qwen3",
-            f"--port={port}",
-            f"--api-key={KEY}",
-            f"--served-model-name={MODEL}",
-            f"--shutdown-timeout={BOUND}",
-        ]
-        with log.open("wb") as sink:
-            process = subprocess.Popen(
-                command,
-                env={**os.environ, "AGENTKIT_CACHE_DIR": str(tmp_path / "cache")},
-                stdout=sink,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-            )
-        if _ready(process, port):
-            break
-        _kill(process)
-    else:
-        pytest.fail(f"agentkit serve did not start:\n{log.read_text()}")
-    assert process is not None
-    try:
-        yield process, port, log
-    finally:
-        _kill(process)
+    options = [
+        *engine,
+        "--profile=qwen3",
+        f"--api-key={KEY}",
+        f"--served-model-name={MODEL}",
+        f"--shutdown-timeout={BOUND}",
+    ]
+    with agentkit_serve(tmp_path, *options) as served:
+        yield served
 
 
 def _scripted(tmp_path: Path, output: str) -> tuple[str, str]:
