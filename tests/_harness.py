@@ -1,12 +1,12 @@
 """A real uvicorn server in a thread on 127.0.0.1, for the tests that talk HTTP (the server's
-APIs, the remote engine against fake replicas)."""
+APIs, the remote engine against fake replicas), and :func:`eventually` for what they wait on."""
 
 from __future__ import annotations
 
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -37,3 +37,13 @@ def running(app: Any, **config: Any) -> Iterator[str]:
         server.should_exit = True
         thread.join(timeout=10)
         sock.close()
+
+
+def eventually(condition: Callable[[], object], *, timeout: float = 20) -> bool:
+    """Whether ``condition`` holds within a generous deadline (it should at once)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.02)
+    return bool(condition())

@@ -6,8 +6,7 @@ of each model turn."""
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Sequence
 
 import agentkit
 from agentkit.engine import GenerationChunk, GenerationRequest, TokenizedScriptedEngine
@@ -100,16 +99,6 @@ def make(outputs: Sequence[str] = SCRIPT, *tools: agentkit.Tool) -> agentkit.Age
 def agent() -> agentkit.Agent[str]:
     """What ``--agent _hosted_app:agent`` serves: a zero-argument callable."""
     return make()
-
-
-def eventually(condition: Callable[[], bool]) -> bool:
-    """Whether ``condition`` holds within a generous deadline (it should at once)."""
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return condition()
 
 
 CURRENT: list[agentkit.Agent[str]] = []

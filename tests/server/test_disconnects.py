@@ -13,14 +13,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import time
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator
 from typing import Any, Literal
 
 import anyio
 import httpx
 import pytest
-from _harness import running
+from _harness import eventually, running
 from _serving import API_NAMES, HEADERS, PATHS, Counting, body, build
 
 from agentkit.engine import GenerationChunk, GenerationRequest
@@ -31,16 +30,6 @@ unless the request is aborted."""
 
 Moment = Literal["before-body", "mid-stream", "non-streaming"]
 MOMENTS: tuple[Moment, ...] = ("before-body", "mid-stream", "non-streaming")
-
-
-def eventually(condition: Callable[[], bool]) -> bool:
-    """Whether ``condition`` holds within a generous deadline (it should at once)."""
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return condition()
 
 
 def stats(url: str) -> dict[str, int]:

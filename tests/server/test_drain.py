@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import time
 from collections.abc import AsyncGenerator
-from typing import Any
 
 import anyio
 import httpx
 import pytest
-from _harness import running
+from _harness import eventually, running
 from _serving import API_NAMES, HEADERS, PATHS, Counting, body, build
 
 from agentkit.engine import GenerationChunk, GenerationRequest
@@ -38,15 +36,6 @@ class Prefilling(Counting):
         finally:
             self.aborted += 1
         yield GenerationChunk(text="never")  # pragma: no cover - the sleep is cancelled
-
-
-def eventually(condition: Any) -> bool:
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return bool(condition())
 
 
 def post(url: str, api: str, *, stream: bool) -> httpx.Response:

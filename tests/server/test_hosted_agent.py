@@ -16,8 +16,8 @@ import anyio
 import httpx
 import openai
 import pytest
-from _harness import running
-from _hosted_app import ASK, CURRENT, KEY, ORDER, SCRIPT, RecordingEngine, eventually, make
+from _harness import eventually, running
+from _hosted_app import ASK, CURRENT, KEY, ORDER, SCRIPT, RecordingEngine, make
 from _toolsets import FakeToolset
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage
 from openai.types.responses.response_output_item import McpCall

@@ -24,12 +24,11 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import anyio
 import httpx
 import pytest
-from _harness import running
+from _harness import eventually, running
 from _process import agentkit_serve
 from _serving import API_NAMES, HEADERS, KEY, MODEL, PATHS, body, json_data, sse_events
 from starlette.applications import Starlette
@@ -119,15 +118,6 @@ def _scripted(tmp_path: Path, output: str) -> tuple[str, str]:
     return "--engine=scripted", f"--script={script}"
 
 
-def eventually(condition: Any) -> bool:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return bool(condition())
-
-
 def _refused(port: int) -> bool:
     """Whether the server has closed its listening socket (it is shutting down)."""
     try:
@@ -204,11 +194,13 @@ def test_sigterm_lets_turns_finish_within_the_bound_and_aborts_the_rest(
         held = clients.submit(_stream, url, api, "please finish")
         endless = clients.submit(_stream, url, api, "please hold")
         waiting = clients.submit(_plain, url, api, "please wait")
-        assert eventually(lambda: len(replica.started) == 3), replica.started
+        assert eventually(lambda: len(replica.started) == 3, timeout=30), replica.started
 
         process.send_signal(signal.SIGTERM)
         # Draining: no new connection is accepted; then the held generation goes on.
-        assert eventually(lambda: _refused(port)), "the server still accepts connections"
+        assert eventually(lambda: _refused(port), timeout=30), (
+            "the server still accepts connections"
+        )
         replica.release.set()
 
         finished = held.result(timeout=EXIT_WITHIN)
