@@ -382,8 +382,7 @@ class AgentStream(Generic[OutputT]):
                         publish(events)
             except EngineError as error:
                 failure = error
-                model_turn.finish_reason = "error"
-            finish_reason = model_turn.finish_reason
+            finish_reason = "error" if failure is not None else model_turn.finish_reason
             if budget.stop is not None and finish_reason == "stop":
                 finish_reason = "abort"
             usage = model_turn.usage

@@ -31,7 +31,7 @@ from agentkit.profiles import Profile
 from agentkit.server._turns import TurnStore
 from agentkit.transcript import Message, Transcript
 
-__all__ = ["ModelTurn", "ServerRuntime", "TurnSpec", "first_event", "session_id"]
+__all__ = ["ModelTurn", "ServerRuntime", "TurnSpec", "first_event"]
 
 _log = get_logger("agentkit.server")
 
@@ -56,7 +56,7 @@ class TurnSpec:
     session: str | None = None
     """The conversation's key as the client gave it (Responses' and Chat's
     ``prompt_cache_key``, Anthropic's ``metadata.user_id``), or ``None``: see
-    :func:`session_id`."""
+    :func:`agentkit._model_turn.conversation_id`."""
     options: dict[str, Any] = field(default_factory=dict)
     """Extra backend options (``GenerationRequest.extra``)."""
     call_ids: Callable[[], str] | None = None
@@ -133,7 +133,10 @@ class ServerRuntime:
         validate_tool_choice(spec.tool_choice, list(turns.schemas))
         prompt = turns.prompt(spec.transcript)
         turn = turns.start(
-            prompt, spec.turn_options(), request_id=request_id, session_id=session_id(spec)
+            prompt,
+            spec.turn_options(),
+            request_id=request_id,
+            session_id=conversation_id(spec.transcript, spec.tools, key=spec.session),
         )
         self._log_prompt(request_id, prompt)
         turn.on_message = lambda message: self._finished(turn, message)
@@ -158,12 +161,6 @@ class ServerRuntime:
         n = next(self._sequence)
         path = self.log_prompts / f"{n:06d}-{request_id}.txt"
         path.write_text(prompt.text, encoding="utf-8")
-
-
-def session_id(spec: TurnSpec) -> str:
-    """The conversation's session id (:func:`agentkit._model_turn.conversation_id`): the
-    client's key when it gave one, else the conversation's start."""
-    return conversation_id(spec.transcript, spec.tools, key=spec.session)
 
 
 async def first_event(events: AsyncGenerator[ParseEvent, None]) -> ParseEvent | None:
