@@ -33,7 +33,6 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -67,6 +66,7 @@ from agentkit.server._hosted import (
     answer_run,
     resolve_tool_choice,
 )
+from agentkit.server._openai_chat import chat_error, parse_chat_request
 from agentkit.server._response_store import ResponseStore, StoredResponse, response_store
 from agentkit.server._turns import visible_key
 from agentkit.sessions._store import decode_messages, encode_messages
@@ -314,16 +314,7 @@ def hosted_chat_routes(hosted: HostedAgent, context: ServerContext) -> list[Rout
     runs = _Runs(response_store(runtime.turns))
 
     def prepare(data: Any) -> tuple[ChatRequest, Transcript, str]:
-        if not isinstance(data, dict):
-            raise ApiError("invalid_request_error", "the request body must be a JSON object")
-        try:
-            parsed = ChatRequest.model_validate(data)
-        except ValidationError as error:
-            first = error.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            raise ApiError(
-                "invalid_request_error", f"{where}: {first['msg']}", param=where
-            ) from error
+        parsed = parse_chat_request(data)
         # The request's tool_choice may name an agent tool: it is checked below, not here.
         plain = parsed.model_copy(update={"tool_choice": None})
         converted = convert_chat_request(plain, turns=runtime.turns, index=index)
@@ -369,12 +360,7 @@ def hosted_chat_routes(hosted: HostedAgent, context: ServerContext) -> list[Rout
     return [
         Route(
             "/v1/chat/completions",
-            endpoint(context, completions, _error),
+            endpoint(context, completions, chat_error),
             methods=["POST"],
         )
     ]
-
-
-def _error(error: ApiError) -> Response:
-    body = error_body(error.kind, error.message, param=error.param, code=error.code)
-    return JSONResponse(body, status_code=error.status)

@@ -58,23 +58,12 @@ def chat_routes(context: ServerContext) -> list[Route]:
     config = context.config
     index = ReplayIndex(runtime.turns)
 
-    def parse(data: Any) -> ChatRequest:
-        if not isinstance(data, dict):
-            raise ApiError("invalid_request_error", "the request body must be a JSON object")
-        try:
-            return ChatRequest.model_validate(data)
-        except ValidationError as error:
-            first = error.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            detail = "field required" if first["type"] == "missing" else first["msg"]
-            raise ApiError("invalid_request_error", f"{where}: {detail}", param=where) from error
-
     def remember(turn: ModelTurn) -> None:
         if turn.message is not None and turn.message.raw is not None:
             index.remember(turn.message)
 
     def prepare(data: Any) -> tuple[ChatRequest, ConvertedChat]:
-        parsed = parse(data)
+        parsed = parse_chat_request(data)
         return parsed, convert_chat_request(parsed, turns=runtime.turns, index=index)
 
     async def handle(request: Request) -> Response:
@@ -108,11 +97,25 @@ def chat_routes(context: ServerContext) -> list[Route]:
             stream=bool(parsed.stream),
         )
 
-    completions = endpoint(context, handle, _shape)
+    completions = endpoint(context, handle, chat_error)
     return [Route("/v1/chat/completions", completions, methods=["POST"])]
 
 
-def _shape(error: ApiError) -> Response:
+def parse_chat_request(data: Any) -> ChatRequest:
+    """The request body as a :class:`ChatRequest`; an ``invalid_request_error`` naming the
+    first field that is wrong."""
+    if not isinstance(data, dict):
+        raise ApiError("invalid_request_error", "the request body must be a JSON object")
+    try:
+        return ChatRequest.model_validate(data)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        detail = "field required" if first["type"] == "missing" else first["msg"]
+        raise ApiError("invalid_request_error", f"{where}: {detail}", param=where) from error
+
+
+def chat_error(error: ApiError) -> Response:
     """Chat Completions' error response."""
     body = error_body(error.kind, error.message, param=error.param, code=error.code)
     return JSONResponse(body, status_code=error.status)
