@@ -35,7 +35,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -70,6 +69,7 @@ from agentkit.server._responses_request import (
     ToolRef,
     Tools,
     input_items,
+    parse_responses_request,
     read_body,
 )
 from agentkit.server._responses_stream import ResponseStream, _Item, new_id, response_envelope
@@ -388,12 +388,7 @@ class _Adapter:
         return await answer_run(self.context, request, prepare, answer, stream=parsed.stream)
 
     def _prepare(self, body: Any) -> tuple[ResponsesRequest, Tools, Any]:
-        try:
-            parsed = ResponsesRequest.model_validate(body)
-        except ValidationError as error:
-            detail = error.errors()[0]
-            where = ".".join(str(p) for p in detail["loc"])
-            raise ApiError("invalid_request_error", f"{where}: {detail['msg']}") from error
+        parsed = parse_responses_request(body)
         tools = Tools.convert(parsed.tools, self._warn_once)
         history = self.stored.history(parsed.previous_response_id)
         if history is None:

@@ -38,7 +38,6 @@ import zlib
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -57,6 +56,7 @@ from agentkit.server._responses_request import (
     ResponsesRequest,
     Tools,
     UnverifiableReasoning,
+    parse_responses_request,
     read_body,
     tool_choice,
 )
@@ -198,12 +198,7 @@ class _Adapter:
     def _prepare(self, body: Any) -> tuple[ResponsesRequest, Tools, TurnSpec, str]:
         """The request, its tools, the turn it asks for and the response's id (a worker's
         job: sealed reasoning is opened and the input converted here)."""
-        try:
-            parsed = ResponsesRequest.model_validate(body)
-        except ValidationError as error:
-            detail = error.errors()[0]
-            where = ".".join(str(p) for p in detail["loc"])
-            raise ApiError("invalid_request_error", f"{where}: {detail['msg']}") from error
+        parsed = parse_responses_request(body)
         text_format = (parsed.text or {}).get("format")
         if isinstance(text_format, Mapping) and text_format.get("type") not in (None, "text"):
             self._warn_once("format", "text.format is not enforced: the model answers in text")

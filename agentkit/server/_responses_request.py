@@ -72,6 +72,7 @@ __all__ = [
     "flat_name",
     "input_items",
     "new_id",
+    "parse_responses_request",
     "read_body",
     "stored_response",
     "tool_choice",
@@ -136,6 +137,17 @@ class UnsupportedEncoding(ApiError):
 
     def __init__(self, message: str) -> None:
         super().__init__("invalid_request_error", message, status=415)
+
+
+def parse_responses_request(body: Any) -> ResponsesRequest:
+    """The body as a :class:`ResponsesRequest`; an ``invalid_request_error`` naming the
+    first field that is wrong."""
+    try:
+        return ResponsesRequest.model_validate(body)
+    except ValidationError as error:
+        detail = error.errors()[0]
+        where = ".".join(str(p) for p in detail["loc"])
+        raise ApiError("invalid_request_error", f"{where}: {detail['msg']}") from error
 
 
 async def read_body(context: ServerContext, request: Request) -> Any:
